@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Algorithms: each file in coll/ builds the schedule of one algorithm of
+ * one collective, and describes itself with a struct coll_algo at its end.
+ * No fi_* calls, no getenv, no globals: a build() is a pure function of its
+ * arguments (that is what lets the unit tests run every algorithm at 1024
+ * ranks in one process).
+ *
+ * Regions an algorithm sees (the engine binds them to the user's buffers):
+ *   collective      R_SEND (bytes)             R_RECV (bytes)
+ *   allreduce       count*es                   count*es
+ *   bcast           count*es (root only)       count*es
+ *   reduce          count*es                   count*es (root only; NULL elsewhere)
+ *   allgather       count*es                   n*count*es
+ *   reduce_scatter  n*count*es                 count*es
+ *   alltoall        n*count*es                 n*count*es
+ *   barrier         -                          -
+ * In place (a->in_place): allreduce/bcast/alltoall: R_SEND == R_RECV;
+ * allgather: R_SEND is block `rank` of R_RECV; reduce_scatter: R_RECV is
+ * block `rank` of R_SEND; reduce: R_SEND == R_RECV at the root.
+ */
+#ifndef FC_COLL_H
+#define FC_COLL_H
+
+#include <stddef.h>
+
+#include "fabcoll.h"
+#include "sched.h"
+
+enum coll_kind {
+    COLL_ALLREDUCE,
+    COLL_BCAST,
+    COLL_REDUCE,
+    COLL_ALLGATHER,
+    COLL_REDUCE_SCATTER,
+    COLL_ALLTOALL,
+    COLL_BARRIER,
+    COLL_NKINDS
+};
+
+struct coll_args {
+    enum coll_kind kind;
+    int rank, nranks, root;
+    size_t count; /* see the table above */
+    fc_datatype_t dt;
+    fc_op_t op;
+    size_t esize;
+    int in_place;
+};
+
+/* Network parameters of the alpha-beta-gamma cost model, in seconds. */
+struct coll_cost {
+    double alpha; /* per message (latency) */
+    double beta;  /* per byte on the wire */
+    double gamma; /* per byte reduced (local memory pass) */
+};
+
+struct coll_algo {
+    const char *name;
+    enum coll_kind kind;
+    /* Nonzero when the algorithm can run these arguments. NULL: any. */
+    int (*check)(const struct coll_args *a);
+    fc_result_t (*build)(struct sched *s, const struct coll_args *a);
+    /* Predicted time (s) for these arguments, for the tuner. */
+    double (*cost)(const struct coll_args *a, const struct coll_cost *c);
+};
+
+const char *coll_kind_name(enum coll_kind k); /* "allreduce", "bcast", ... */
+int coll_kind_from_name(const char *name, size_t len);
+
+/* Every algorithm, in table order; NULL-terminated. */
+extern const struct coll_algo *const coll_algos[];
+const struct coll_algo *coll_algo_find(enum coll_kind k, const char *name, size_t len);
+
+/* ---- peer and block arithmetic shared by the algorithms ------------------ */
+/* count elements split into n blocks: the first count%n blocks get one more. */
+static inline size_t blk_count(size_t count, int n, int i)
+{
+    size_t q = count / (size_t)n, r = count % (size_t)n;
+    return q + ((size_t)i < r ? 1 : 0);
+}
+static inline size_t blk_first(size_t count, int n, int i)
+{
+    size_t q = count / (size_t)n, r = count % (size_t)n;
+    return q * (size_t)i + ((size_t)i < r ? (size_t)i : r);
+}
+static inline int mod(int a, int n)
+{
+    int m = a % n;
+    return m < 0 ? m + n : m;
+}
+static inline int floor_pow2(int n)
+{
+    int p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    return p;
+}
+static inline int ilog2(int n)
+{
+    int l = 0;
+    while ((1 << (l + 1)) <= n)
+        l++;
+    return l;
+}
+static inline int ceil_log2(int n)
+{
+    int l = 0;
+    while ((1 << l) < n)
+        l++;
+    return l;
+}
+
+#endif /* FC_COLL_H */

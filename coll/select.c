@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Picking an algorithm: FC_ALGO forces one per collective; FC_TUNE_FILE
+ * rules (collective, byte range, rank range -> algorithm) come next; else
+ * the alpha-beta-gamma cost model predicts each applicable algorithm's time
+ * and the cheapest wins.
+ */
+#include "select.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+
+static const char *const kind_names[COLL_NKINDS] = {
+    "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall", "barrier"};
+
+const char *coll_kind_name(enum coll_kind k)
+{
+    return (unsigned)k < COLL_NKINDS ? kind_names[k] : "?";
+}
+
+int coll_kind_from_name(const char *name, size_t len)
+{
+    for (int k = 0; k < COLL_NKINDS; k++)
+        if (strlen(kind_names[k]) == len && strncasecmp(kind_names[k], name, len) == 0)
+            return k;
+    if (len == 9 && strncasecmp(name, "broadcast", 9) == 0)
+        return COLL_BCAST;
+    return -1;
+}
+
+const struct coll_algo *coll_algo_find(enum coll_kind k, const char *name, size_t len)
+{
+    for (int i = 0; coll_algos[i]; i++)
+        if (coll_algos[i]->kind == k && strlen(coll_algos[i]->name) == len &&
+            strncasecmp(coll_algos[i]->name, name, len) == 0)
+            return coll_algos[i];
+    return NULL;
+}
+
+static void list_algos(enum coll_kind k, char *buf, size_t len)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; coll_algos[i] && o < len; i++)
+        if (coll_algos[i]->kind == k)
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", coll_algos[i]->name);
+}
+
+void coll_tuning_init(struct coll_tuning *t, const struct coll_cost *c)
+{
+    memset(t, 0, sizeof(*t));
+    t->cost = *c;
+}
+
+fc_result_t coll_tuning_force(struct coll_tuning *t, const char *spec)
+{
+    const char *p = spec;
+    while (p && *p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        const char *colon = strchr(p, ':');
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        if (!colon || colon > end)
+            return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                          "FC_ALGO='%s': expected collective:algorithm pairs such as "
+                          "allreduce:ring,bcast:chain",
+                          spec);
+        int k = coll_kind_from_name(p, (size_t)(colon - p));
+        if (k < 0)
+            return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                          "FC_ALGO='%s': unknown collective '%.*s' (allreduce, bcast, reduce, "
+                          "allgather, reduce_scatter, alltoall, barrier)",
+                          spec, (int)(colon - p), p);
+        const char *an = colon + 1;
+        size_t alen = (size_t)(end - an);
+        while (alen && an[alen - 1] == ' ')
+            alen--;
+        const struct coll_algo *al = coll_algo_find((enum coll_kind)k, an, alen);
+        if (!al) {
+            char have[256];
+            list_algos((enum coll_kind)k, have, sizeof(have));
+            return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                          "FC_ALGO='%s': no algorithm '%.*s' for %s (have: %s)", spec, (int)alen,
+                          an, kind_names[k], have);
+        }
+        t->forced[k] = al;
+        p = end;
+    }
+    return FC_SUCCESS;
+}
+
+fc_result_t coll_tuning_load_file(struct coll_tuning *t, const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "FC_TUNE_FILE=%s cannot be opened: %m", path);
+    char line[512];
+    int lineno = 0;
+    fc_result_t rc = FC_SUCCESS;
+    while (fgets(line, sizeof(line), fp)) {
+        lineno++;
+        char *h = strchr(line, '#');
+        if (h)
+            *h = '\0';
+        char coll[64], algo[64], lo[32], hi[32], rlo[32] = "0", rhi[32] = "max";
+        int nf = sscanf(line, "%63s %31s %31s %63s %31s %31s", coll, lo, hi, algo, rlo, rhi);
+        if (nf <= 0)
+            continue;
+        struct coll_rule ru;
+        memset(&ru, 0, sizeof(ru));
+        int k = nf >= 4 ? coll_kind_from_name(coll, strlen(coll)) : -1;
+        size_t vlo, vhi;
+        if (k < 0 || config_parse_size(lo, &vlo) ||
+            (strcmp(hi, "max") != 0 && config_parse_size(hi, &vhi))) {
+            rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                        "FC_TUNE_FILE=%s line %d: expected 'collective min_bytes max_bytes "
+                        "algorithm [min_ranks max_ranks]'",
+                        path, lineno);
+            break;
+        }
+        if (strcmp(hi, "max") == 0)
+            vhi = (size_t)-1;
+        const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
+        if (!al) {
+            char have[256];
+            list_algos((enum coll_kind)k, have, sizeof(have));
+            rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                        "FC_TUNE_FILE=%s line %d: no algorithm '%s' for %s (have: %s)", path,
+                        lineno, algo, coll, have);
+            break;
+        }
+        ru.kind = (enum coll_kind)k;
+        ru.min_bytes = vlo;
+        ru.max_bytes = vhi;
+        ru.min_ranks = atoi(rlo);
+        ru.max_ranks = strcmp(rhi, "max") == 0 ? 1 << 30 : atoi(rhi);
+        ru.algo = al;
+        if (t->nrules == COLL_MAX_RULES) {
+            rc = FC_ERR(FC_ERR_INVALID_ARGUMENT, "FC_TUNE_FILE=%s: more than %d rules", path,
+                        COLL_MAX_RULES);
+            break;
+        }
+        t->rules[t->nrules++] = ru;
+    }
+    fclose(fp);
+    return rc;
+}
+
+static size_t coll_bytes(const struct coll_args *a)
+{
+    size_t b = a->count * a->esize;
+    switch (a->kind) {
+    case COLL_ALLGATHER:
+    case COLL_REDUCE_SCATTER:
+    case COLL_ALLTOALL: return b * (size_t)a->nranks;
+    default: return b;
+    }
+}
+
+const struct coll_algo *coll_select_by_cost(const struct coll_tuning *t,
+                                            const struct coll_args *a, double *predicted)
+{
+    const struct coll_algo *best = NULL;
+    double best_cost = 0;
+    for (int i = 0; coll_algos[i]; i++) {
+        const struct coll_algo *al = coll_algos[i];
+        if (al->kind != a->kind || (al->check && !al->check(a)))
+            continue;
+        double c = al->cost ? al->cost(a, &t->cost) : 1e30;
+        if (!best || c < best_cost) {
+            best = al;
+            best_cost = c;
+        }
+    }
+    if (predicted)
+        *predicted = best_cost;
+    return best;
+}
+
+const struct coll_algo *coll_select(const struct coll_tuning *t, const struct coll_args *a,
+                                    const char **why)
+{
+    const struct coll_algo *f = t->forced[a->kind];
+    if (f && (!f->check || f->check(a))) {
+        if (why)
+            *why = "FC_ALGO";
+        return f;
+    }
+    size_t bytes = coll_bytes(a);
+    for (int i = 0; i < t->nrules; i++) {
+        const struct coll_rule *ru = &t->rules[i];
+        if (ru->kind == a->kind && bytes >= ru->min_bytes && bytes <= ru->max_bytes &&
+            a->nranks >= ru->min_ranks && a->nranks <= ru->max_ranks &&
+            (!ru->algo->check || ru->algo->check(a))) {
+            if (why)
+                *why = "FC_TUNE_FILE";
+            return ru->algo;
+        }
+    }
+    if (why)
+        *why = f ? "cost model (FC_ALGO's choice does not apply here)" : "cost model";
+    return coll_select_by_cost(t, a, NULL);
+}

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fabcoll: collective communication written once against libfabric.
+ *
+ * This is the only installed header. Its names, argument orders and
+ * semantics are a contract (see design/API.md): programs outside this
+ * repository are written against it. Additions go at the end of enums and
+ * structs.
+ */
+#ifndef FABCOLL_H
+#define FABCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FC_VERSION_MAJOR 0
+#define FC_VERSION_MINOR 1
+#define FC_VERSION_PATCH 0
+
+#if defined(__GNUC__)
+#define FC_API __attribute__((visibility("default")))
+#else
+#define FC_API
+#endif
+
+/* ---- results and errors ------------------------------------------------ */
+typedef enum {
+    FC_SUCCESS = 0,
+    FC_IN_PROGRESS,          /* reserved: nonblocking communicator creation */
+    FC_ERR_INVALID_ARGUMENT, /* NULL handle/buffer, bad datatype/op/root/peer, count overflow */
+    FC_ERR_UNSUPPORTED,      /* valid request this build or provider cannot do */
+    FC_ERR_NO_MEMORY,
+    FC_ERR_SYSTEM,           /* an OS call failed (errno in the message) */
+    FC_ERR_FABRIC,           /* a libfabric call failed (fi_strerror in the message) */
+    FC_ERR_BOOTSTRAP,        /* peers could not be found or reached at init */
+    FC_ERR_TIMEOUT,          /* FC_TIMEOUT expired */
+    FC_ERR_PEER_FAILED,      /* a peer died or disconnected */
+    FC_ERR_CUDA,
+    FC_ERR_INTERNAL
+} fc_result_t;
+
+/* Short, static description of a result code. */
+FC_API const char *fc_strerror(fc_result_t r);
+/* This thread's last detailed error message: the failing call, provider,
+ * peer and likely fix. Empty string when no error was recorded. */
+FC_API const char *fc_last_error(void);
+
+/* ---- types ------------------------------------------------------------- */
+typedef enum {
+    FC_INT8, FC_UINT8, FC_INT32, FC_UINT32, FC_INT64, FC_UINT64,
+    FC_FLOAT16, FC_BFLOAT16, FC_FLOAT32, FC_FLOAT64
+} fc_datatype_t;
+typedef enum { FC_SUM, FC_PROD, FC_MIN, FC_MAX, FC_AVG } fc_op_t;
+
+/* Size in bytes of one element; 0 for an invalid value. */
+FC_API size_t fc_datatype_size(fc_datatype_t dt);
+
+/* ---- communicators ----------------------------------------------------- */
+typedef struct fc_comm *fc_comm_t;
+#define FC_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[FC_UNIQUE_ID_BYTES];
+} fc_unique_id_t;
+
+/* rank/size/peers from the launcher: PMIx, fc_run, or Slurm. */
+FC_API fc_result_t fc_comm_init(fc_comm_t *comm);
+/* Makes an id for fc_comm_init_rank and starts serving its rendezvous in
+ * this process (a background thread, until every rank has joined). */
+FC_API fc_result_t fc_get_unique_id(fc_unique_id_t *id);
+FC_API fc_result_t fc_comm_init_rank(fc_comm_t *comm, int nranks,
+                                     const fc_unique_id_t *id, int rank);
+#define FC_SPLIT_NOCOLOR (-1)
+/* Collective over comm; NOCOLOR gives *newcomm = NULL. */
+FC_API fc_result_t fc_comm_split(fc_comm_t comm, int color, int key, fc_comm_t *newcomm);
+/* Collective in normal use; NULL is a no-op. */
+FC_API fc_result_t fc_comm_destroy(fc_comm_t comm);
+/* Local, never blocks on peers; the handle is invalid afterwards. */
+FC_API fc_result_t fc_comm_abort(fc_comm_t comm);
+FC_API int fc_comm_rank(fc_comm_t comm); /* -1 for NULL */
+FC_API int fc_comm_size(fc_comm_t comm); /* -1 for NULL */
+
+typedef enum { FC_TIER_SHM, FC_TIER_NET, FC_TIER_RDMA, FC_TIER_GDR } fc_tier_t;
+typedef struct {
+    char provider[64]; /* libfabric's name, as fi_info prints it:
+                          "tcp;ofi_rxm", "shm", "verbs;ofi_rxm" */
+    char fabric[64], domain[64];
+    fc_tier_t tier;
+    int hmem; /* device buffers go to the fabric without staging */
+    int nnodes, local_rank, local_size, nrails;
+} fc_comm_attr_t;
+FC_API fc_result_t fc_comm_query(fc_comm_t comm, fc_comm_attr_t *attr); /* local */
+
+/* ---- collectives (blocking) --------------------------------------------
+ * sendbuf == recvbuf means in place. count == 0 is valid. Every rank passes
+ * the same count, datatype, op and root. */
+FC_API fc_result_t fc_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                fc_datatype_t dt, fc_op_t op, fc_comm_t comm);
+/* sendbuf is read on root only; non-roots may pass NULL; root's recvbuf
+ * receives the data too. */
+FC_API fc_result_t fc_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                fc_datatype_t dt, int root, fc_comm_t comm);
+/* recvbuf is written on root only; non-roots may pass NULL. */
+FC_API fc_result_t fc_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                             fc_datatype_t dt, fc_op_t op, int root, fc_comm_t comm);
+/* recvbuf: size * sendcount elements. In place when
+ * sendbuf == (char *)recvbuf + rank * sendcount * esize. */
+FC_API fc_result_t fc_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                fc_datatype_t dt, fc_comm_t comm);
+/* sendbuf: size * recvcount elements; rank r gets block r. In place when
+ * recvbuf == (char *)sendbuf + rank * recvcount * esize. */
+FC_API fc_result_t fc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                     fc_datatype_t dt, fc_op_t op, fc_comm_t comm);
+/* count elements per peer; in place when sendbuf == recvbuf. */
+FC_API fc_result_t fc_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                               fc_datatype_t dt, fc_comm_t comm);
+FC_API fc_result_t fc_barrier(fc_comm_t comm);
+/* Point to point: matched in the order sent; counts must be equal. */
+FC_API fc_result_t fc_send(const void *buf, size_t count, fc_datatype_t dt, int peer,
+                           fc_comm_t comm);
+FC_API fc_result_t fc_recv(void *buf, size_t count, fc_datatype_t dt, int peer,
+                           fc_comm_t comm);
+
+/* ---- nonblocking collectives ------------------------------------------- */
+typedef struct fc_request *fc_request_t;
+FC_API fc_result_t fc_iallreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                 fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
+                                 fc_request_t *req);
+FC_API fc_result_t fc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                 fc_datatype_t dt, int root, fc_comm_t comm,
+                                 fc_request_t *req);
+FC_API fc_result_t fc_ireduce(const void *sendbuf, void *recvbuf, size_t count,
+                              fc_datatype_t dt, fc_op_t op, int root, fc_comm_t comm,
+                              fc_request_t *req);
+FC_API fc_result_t fc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                 fc_datatype_t dt, fc_comm_t comm, fc_request_t *req);
+FC_API fc_result_t fc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                      fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
+                                      fc_request_t *req);
+FC_API fc_result_t fc_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
+                                fc_datatype_t dt, fc_comm_t comm, fc_request_t *req);
+FC_API fc_result_t fc_ibarrier(fc_comm_t comm, fc_request_t *req);
+/* FC_SUCCESS with *done = 0 while it runs; when done: the operation's
+ * result, frees it, *req = NULL. A NULL *req is complete. */
+FC_API fc_result_t fc_test(fc_request_t *req, int *done);
+/* The operation's result; frees it, *req = NULL. */
+FC_API fc_result_t fc_wait(fc_request_t *req);
+
+/* ---- GPU streams (CUDA builds) ------------------------------------------
+ * cuda_stream is a cudaStream_t passed as void *. They return at once; the
+ * operation runs after the work already queued on the stream, and work
+ * queued later waits for it. Without CUDA support: FC_ERR_UNSUPPORTED. */
+FC_API fc_result_t fc_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                       fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
+                                       void *cuda_stream);
+FC_API fc_result_t fc_broadcast_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                       fc_datatype_t dt, int root, fc_comm_t comm,
+                                       void *cuda_stream);
+FC_API fc_result_t fc_reduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                    fc_datatype_t dt, fc_op_t op, int root, fc_comm_t comm,
+                                    void *cuda_stream);
+FC_API fc_result_t fc_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                       fc_datatype_t dt, fc_comm_t comm, void *cuda_stream);
+FC_API fc_result_t fc_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
+                                            size_t recvcount, fc_datatype_t dt, fc_op_t op,
+                                            fc_comm_t comm, void *cuda_stream);
+
+/* ---- additions beyond API.md ------------------------------------------- */
+/* "major.minor.patch (libfabric x.y)" */
+FC_API const char *fc_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FABCOLL_H */

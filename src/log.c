@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#define _GNU_SOURCE
+#include "log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+int log_level_cur = LOG_WARN;
+unsigned log_subsys_cur = LOG_ALL;
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *log_fp;            /* NULL: stderr */
+static char log_pattern[256];   /* FC_DEBUG_FILE, opened at first write */
+static int log_rank = -1;
+static int log_configured;
+
+static __thread char err_buf[1024];
+
+static const char *level_name(int level)
+{
+    switch (level) {
+    case LOG_WARN: return "WARN";
+    case LOG_INFO: return "INFO";
+    case LOG_TRACE: return "TRACE";
+    default: return "?";
+    }
+}
+
+static const char *subsys_name(unsigned s)
+{
+    switch (s) {
+    case LOG_INIT: return "INIT";
+    case LOG_BOOT: return "BOOT";
+    case LOG_NET: return "NET";
+    case LOG_MR: return "MR";
+    case LOG_COLL: return "COLL";
+    case LOG_TUNE: return "TUNE";
+    case LOG_TOPO: return "TOPO";
+    default: return "ALL";
+    }
+}
+
+static char host_name[256];
+
+static void host_fill(void)
+{
+    if (gethostname(host_name, sizeof(host_name) - 1) != 0)
+        snprintf(host_name, sizeof(host_name), "unknown");
+    host_name[sizeof(host_name) - 1] = '\0';
+}
+
+const char *log_hostname(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, host_fill);
+    return host_name;
+}
+
+void log_setup(int level, unsigned subsys, const char *file_pattern)
+{
+    pthread_mutex_lock(&log_lock);
+    if (!log_configured) {
+        log_configured = 1;
+        log_level_cur = level;
+        log_subsys_cur = subsys ? subsys : LOG_ALL;
+        if (file_pattern && *file_pattern)
+            snprintf(log_pattern, sizeof(log_pattern), "%s", file_pattern);
+    }
+    pthread_mutex_unlock(&log_lock);
+}
+
+void log_set_rank(int rank)
+{
+    pthread_mutex_lock(&log_lock);
+    if (log_rank < 0)
+        log_rank = rank;
+    pthread_mutex_unlock(&log_lock);
+}
+
+/* Expands %h (host), %p (pid), %r (rank) in the FC_DEBUG_FILE pattern. */
+static void expand_pattern(char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (const char *p = log_pattern; *p && o + 1 < outlen; p++) {
+        if (*p == '%' && p[1]) {
+            char tmp[300];
+            switch (p[1]) {
+            case 'h': snprintf(tmp, sizeof(tmp), "%s", log_hostname()); break;
+            case 'p': snprintf(tmp, sizeof(tmp), "%d", (int)getpid()); break;
+            case 'r':
+                if (log_rank >= 0)
+                    snprintf(tmp, sizeof(tmp), "%d", log_rank);
+                else
+                    snprintf(tmp, sizeof(tmp), "x");
+                break;
+            case '%': snprintf(tmp, sizeof(tmp), "%%"); break;
+            default: snprintf(tmp, sizeof(tmp), "%%%c", p[1]); break;
+            }
+            p++;
+            size_t l = strlen(tmp);
+            if (o + l >= outlen)
+                break;
+            memcpy(out + o, tmp, l);
+            o += l;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+}
+
+static FILE *log_stream(void)
+{
+    if (log_fp)
+        return log_fp;
+    if (log_pattern[0]) {
+        char path[512];
+        expand_pattern(path, sizeof(path));
+        log_fp = fopen(path, "a");
+        if (log_fp) {
+            setvbuf(log_fp, NULL, _IOLBF, 0);
+            return log_fp;
+        }
+        log_pattern[0] = '\0';
+        fprintf(stderr, "fabcoll: cannot open FC_DEBUG_FILE %s: %s; logging to stderr\n", path,
+                strerror(errno));
+    }
+    return stderr;
+}
+
+static void log_vwrite(int level, unsigned subsys, const char *func, const char *fmt, va_list ap)
+{
+    char msg[1200];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    pthread_mutex_lock(&log_lock);
+    FILE *fp = log_stream();
+    char rank[16] = "-";
+    if (log_rank >= 0)
+        snprintf(rank, sizeof(rank), "%d", log_rank);
+    fprintf(fp, "%s:%d:[%s] %ld.%06ld fabcoll %s %s %s: %s\n", log_hostname(), (int)getpid(), rank,
+            (long)tv.tv_sec, (long)tv.tv_usec, level_name(level), subsys_name(subsys), func, msg);
+    pthread_mutex_unlock(&log_lock);
+}
+
+void log_write(int level, unsigned subsys, const char *func, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_vwrite(level, subsys, func, fmt, ap);
+    va_end(ap);
+}
+
+fc_result_t err_set(fc_result_t code, const char *func, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_buf, sizeof(err_buf), fmt, ap);
+    va_end(ap);
+    int level = (code == FC_ERR_INVALID_ARGUMENT || code == FC_ERR_UNSUPPORTED) ? LOG_INFO : LOG_WARN;
+    if (level <= log_level_cur)
+        log_write(level, LOG_ALL, func, "%s (%s)", err_buf, fc_strerror(code));
+    return code;
+}
+
+void err_restore(const char *msg)
+{
+    snprintf(err_buf, sizeof(err_buf), "%s", msg ? msg : "");
+}
+
+void err_prefix(const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    if (strncmp(err_buf, prefix, pl) == 0 && err_buf[pl] == ':')
+        return;
+    char tmp[sizeof(err_buf)];
+    size_t n = strlen(err_buf);
+    if (pl + 2 + n >= sizeof(tmp))
+        n = sizeof(tmp) - pl - 3;
+    memcpy(tmp, prefix, pl);
+    memcpy(tmp + pl, ": ", 2);
+    memcpy(tmp + pl + 2, err_buf, n);
+    tmp[pl + 2 + n] = '\0';
+    memcpy(err_buf, tmp, sizeof(err_buf));
+}
+
+void err_clear(void)
+{
+    err_buf[0] = '\0';
+}
+
+const char *err_get(void)
+{
+    return err_buf;
+}

@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The schedule engine: runs what coll/ builds.
+ *
+ * Event driven: a step is looked at only when something it waits for
+ * changed (a predecessor advanced, one of its transfers completed, or the
+ * transport said "again"), so a schedule of S steps costs O(S + chunks)
+ * whatever the order in which completions arrive. See sched.h for the model.
+ */
+#define _GNU_SOURCE
+#include "sched.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define XFER_BLOCK 64
+
+void sched_init(struct sched *s, fc_datatype_t dt, fc_op_t op, int nranks)
+{
+    memset(s, 0, sizeof(*s));
+    s->dt = dt;
+    s->op = op;
+    s->esize = fc_datatype_size(dt);
+    if (s->esize == 0)
+        s->esize = 1;
+    s->nranks = nranks;
+    s->coll_name = "?";
+    s->algo_name = "?";
+}
+
+static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    uint32_t nc = *cap ? *cap * 2 : 16;
+    while (nc < need)
+        nc *= 2;
+    void *p = realloc(*arr, (size_t)nc * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static int add_step(struct sched *s, int op, size_t len)
+{
+    if (s->build_err)
+        return -1;
+    if (grow((void **)&s->steps, &s->cap_steps, s->nsteps + 1, sizeof(*s->steps))) {
+        s->build_err = FC_ERR(FC_ERR_NO_MEMORY, "out of memory building a %s schedule of %u steps",
+                              s->coll_name, s->nsteps + 1);
+        return -1;
+    }
+    struct sched_step *st = &s->steps[s->nsteps];
+    memset(st, 0, sizeof(*st));
+    st->op = (uint8_t)op;
+    st->len = len;
+    st->peer = -1;
+    return (int)s->nsteps++;
+}
+
+int sched_send(struct sched *s, int peer, uint32_t tag, struct sched_buf src, size_t len)
+{
+    if (tag > TAG_STEP_MAX) {
+        s->build_err = FC_ERR(FC_ERR_INTERNAL, "%s/%s: step tag %u exceeds %u", s->coll_name,
+                              s->algo_name, tag, TAG_STEP_MAX);
+        return -1;
+    }
+    int i = add_step(s, SOP_SEND, len);
+    if (i >= 0) {
+        s->steps[i].peer = peer;
+        s->steps[i].tag = tag;
+        s->steps[i].a = src;
+    }
+    return i;
+}
+
+int sched_recv(struct sched *s, int peer, uint32_t tag, struct sched_buf dst, size_t len)
+{
+    if (tag > TAG_STEP_MAX) {
+        s->build_err = FC_ERR(FC_ERR_INTERNAL, "%s/%s: step tag %u exceeds %u", s->coll_name,
+                              s->algo_name, tag, TAG_STEP_MAX);
+        return -1;
+    }
+    int i = add_step(s, SOP_RECV, len);
+    if (i >= 0) {
+        s->steps[i].peer = peer;
+        s->steps[i].tag = tag;
+        s->steps[i].dst = dst;
+    }
+    return i;
+}
+
+int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
+                 size_t len)
+{
+    int i = add_step(s, SOP_REDUCE, len);
+    if (i >= 0) {
+        s->steps[i].dst = dst;
+        s->steps[i].a = a;
+        s->steps[i].b = b;
+    }
+    return i;
+}
+
+int sched_copy(struct sched *s, struct sched_buf dst, struct sched_buf src, size_t len)
+{
+    int i = add_step(s, SOP_COPY, len);
+    if (i >= 0) {
+        s->steps[i].dst = dst;
+        s->steps[i].a = src;
+    }
+    return i;
+}
+
+int sched_scale(struct sched *s, struct sched_buf buf, size_t len)
+{
+    int i = add_step(s, SOP_SCALE, len);
+    if (i >= 0) {
+        s->steps[i].dst = buf;
+        s->steps[i].a = buf;
+    }
+    return i;
+}
+
+int sched_nop(struct sched *s)
+{
+    return add_step(s, SOP_NOP, 0);
+}
+
+void sched_dep(struct sched *s, int step, int pred, int chunked)
+{
+    if (step < 0 || pred < 0 || s->build_err)
+        return;
+    if (pred >= step) {
+        s->build_err = FC_ERR(FC_ERR_INTERNAL, "%s/%s: step %d depends on later step %d",
+                              s->coll_name, s->algo_name, step, pred);
+        return;
+    }
+    if (grow((void **)&s->edges, &s->cap_edges, s->nedges + 1, sizeof(*s->edges))) {
+        s->build_err = FC_ERR(FC_ERR_NO_MEMORY, "out of memory building a schedule");
+        return;
+    }
+    s->edges[s->nedges].step = (uint32_t)step;
+    s->edges[s->nedges].pred = (uint32_t)pred;
+    s->edges[s->nedges].chunked = (uint8_t)(chunked != 0);
+    s->nedges++;
+}
+
+size_t sched_scratch(struct sched *s, size_t bytes)
+{
+    size_t off = s->scratch_bytes;
+    s->scratch_bytes += (bytes + 63) & ~(size_t)63;
+    return off;
+}
+
+int sched_fence(struct sched *s, int from)
+{
+    int n = sched_nop(s);
+    for (int i = from; i >= 0 && i < n; i++)
+        sched_dep(s, n, i, 0);
+    return n;
+}
+
+void sched_fail(struct sched *s, fc_result_t rc, const char *fmt, ...)
+{
+    if (s->status != FC_SUCCESS)
+        return;
+    s->status = rc;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+    va_end(ap);
+}
+
+/* ---- running ------------------------------------------------------------- */
+
+static inline int is_xfer(const struct sched_step *st)
+{
+    return st->op == SOP_SEND || st->op == SOP_RECV;
+}
+
+static void push(struct sched *s, uint32_t i)
+{
+    struct sched_step *st = &s->steps[i];
+    if (st->queued || st->complete)
+        return;
+    st->queued = 1;
+    s->work[s->nwork++] = i;
+}
+
+static void complete_step(struct sched *s, uint32_t i)
+{
+    struct sched_step *st = &s->steps[i];
+    st->complete = 1;
+    s->ndone++;
+    for (uint32_t e = st->succ_first; e < st->succ_first + st->nsucc; e++) {
+        struct sched_step *succ = &s->steps[s->succs[e].step];
+        if (!s->succs[e].chunked)
+            succ->nfull_unmet--;
+        push(s, s->succs[e].step);
+    }
+}
+
+static void chunk_done(struct sched *s, uint32_t i, uint32_t k)
+{
+    struct sched_step *st = &s->steps[i];
+    uint32_t bit = k - st->prefix;
+    st->winmask |= 1ull << bit;
+    uint32_t old = st->prefix;
+    while (st->winmask & 1) {
+        st->winmask >>= 1;
+        st->prefix++;
+    }
+    if (st->prefix == old)
+        return;
+    if (st->prefix == st->nchunks) {
+        complete_step(s, i);
+        return;
+    }
+    for (uint32_t e = st->succ_first; e < st->succ_first + st->nsucc; e++)
+        if (s->succs[e].chunked)
+            push(s, s->succs[e].step);
+}
+
+static inline size_t chunk_len(const struct sched *s, const struct sched_step *st, uint32_t k)
+{
+    size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : st->len;
+    size_t off = (size_t)k * c;
+    size_t l = st->len - off;
+    return l < c ? l : c;
+}
+
+static inline size_t done_bytes(const struct sched *s, const struct sched_step *p)
+{
+    if (p->complete)
+        return p->len;
+    size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : p->len;
+    return (size_t)p->prefix * c;
+}
+
+static int chunk_ready(const struct sched *s, const struct sched_step *st, uint32_t k)
+{
+    size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : st->len;
+    size_t need = (size_t)(k + 1) * c;
+    if (need > st->len)
+        need = st->len;
+    for (uint32_t e = st->pred_first; e < st->pred_first + st->npred; e++) {
+        if (!s->preds[e].chunked)
+            continue;
+        const struct sched_step *p = &s->steps[s->preds[e].step];
+        size_t n = need < p->len ? need : p->len;
+        if (done_bytes(s, p) < n)
+            return 0;
+    }
+    return 1;
+}
+
+static inline char *ptr_of(const struct sched *s, struct sched_buf b, size_t extra)
+{
+    return (char *)s->base[b.region] + b.off + extra;
+}
+
+static void xfer_done(struct xfer *x, fc_result_t status, size_t len);
+
+static struct xfer *xfer_get(struct sched *s)
+{
+    if (!s->free_xfers) {
+        struct xfer *blk = calloc(XFER_BLOCK, sizeof(*blk));
+        void *arr = realloc(s->xfer_blocks, (s->nxfer_blocks + 1) * sizeof(*s->xfer_blocks));
+        if (!blk || !arr) {
+            free(blk);
+            if (arr)
+                s->xfer_blocks = arr;
+            return NULL;
+        }
+        s->xfer_blocks = arr;
+        s->xfer_blocks[s->nxfer_blocks++] = blk;
+        for (int i = 0; i < XFER_BLOCK; i++) {
+            blk[i].next = s->free_xfers;
+            s->free_xfers = &blk[i];
+        }
+    }
+    struct xfer *x = s->free_xfers;
+    s->free_xfers = x->next;
+    x->next = NULL;
+    x->done = xfer_done;
+    x->owner = s;
+    return x;
+}
+
+static void xfer_put(struct sched *s, struct xfer *x)
+{
+    x->next = s->free_xfers;
+    s->free_xfers = x;
+}
+
+static void peer_desc(const struct sched *s, int rank, char *buf, size_t len)
+{
+    int tp = s->env.peer_map ? s->env.peer_map[rank] : rank;
+    if (s->env.tp && s->env.tp->ops->peer_name) {
+        char name[160];
+        s->env.tp->ops->peer_name(s->env.tp, tp, name, sizeof(name));
+        snprintf(buf, len, "rank %d (%s)", rank, name);
+    } else {
+        snprintf(buf, len, "rank %d", rank);
+    }
+}
+
+static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
+{
+    struct sched *s = x->owner;
+    struct sched_step *st = &s->steps[x->step];
+    s->xfers_out--;
+    st->inflight--;
+    s->progress_events++;
+    if (status == FC_SUCCESS && !x->is_send && len != x->len) {
+        char pd[200];
+        peer_desc(s, st->peer, pd, sizeof(pd));
+        sched_fail(s, FC_ERR_INVALID_ARGUMENT,
+                   "%s (%s): %s sent %zu bytes where %zu were expected (step %u, chunk %u): do "
+                   "all ranks pass the same count, datatype and root?",
+                   s->coll_name, s->algo_name, pd, len, x->len, x->step, x->chunk);
+        status = FC_ERR_INVALID_ARGUMENT;
+    } else if (status != FC_SUCCESS) {
+        char pd[200];
+        peer_desc(s, st->peer, pd, sizeof(pd));
+        sched_fail(s, status, "%s (%s): %s %s failed: %s", s->coll_name, s->algo_name,
+                   x->is_send ? "send to" : "receive from", pd,
+                   x->errmsg && *x->errmsg ? x->errmsg : fc_strerror(status));
+    }
+    uint32_t step = x->step, chunk = x->chunk;
+    xfer_put(s, x);
+    if (status != FC_SUCCESS)
+        return;
+    chunk_done(s, step, chunk);
+    push(s, step);
+}
+
+static void do_local(struct sched *s, struct sched_step *st, uint32_t k)
+{
+    size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : st->len;
+    size_t off = (size_t)k * c;
+    size_t len = chunk_len(s, st, k);
+    char *dst = ptr_of(s, st->dst, off);
+    switch (st->op) {
+    case SOP_REDUCE:
+        s->rfn(dst, ptr_of(s, st->a, off), ptr_of(s, st->b, off), len / s->esize);
+        break;
+    case SOP_COPY: {
+        char *src = ptr_of(s, st->a, off);
+        if (src != dst)
+            memmove(dst, src, len);
+        break;
+    }
+    case SOP_SCALE:
+        s->sfn(dst, dst, len / s->esize, (uint32_t)s->nranks);
+        break;
+    default:
+        break;
+    }
+}
+
+static void try_issue(struct sched *s, uint32_t i)
+{
+    struct sched_step *st = &s->steps[i];
+    if (st->complete || st->nfull_unmet > 0)
+        return;
+    if (st->nchunks == 0) {
+        complete_step(s, i);
+        return;
+    }
+    while (st->issued < st->nchunks && s->status == FC_SUCCESS) {
+        uint32_t k = st->issued;
+        /* the window bounds chunks in flight, and the distance to the
+         * oldest unfinished chunk (winmask has 64 bits; tags wrap at 4096) */
+        if (is_xfer(st) && (st->inflight >= (uint32_t)s->env.window || k - st->prefix >= 64))
+            return;
+        if (!chunk_ready(s, st, k))
+            return;
+        if (!is_xfer(st)) {
+            do_local(s, st, k);
+            st->issued++;
+            chunk_done(s, i, k);
+            continue;
+        }
+        struct xfer *x = xfer_get(s);
+        if (!x) {
+            sched_fail(s, FC_ERR_NO_MEMORY, "%s: out of memory for transfer descriptors",
+                       s->coll_name);
+            return;
+        }
+        size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : st->len;
+        size_t off = (size_t)k * c;
+        x->step = i;
+        x->chunk = k;
+        x->len = chunk_len(s, st, k);
+        x->peer = s->env.peer_map ? s->env.peer_map[st->peer] : st->peer;
+        x->tag = s->env.tag_base | ((uint64_t)st->tag << 12) | (k & 0xfff);
+        x->is_send = st->op == SOP_SEND;
+        x->errmsg = NULL;
+        fc_result_t rc;
+        struct transport *tp = s->env.tp;
+        if (x->is_send) {
+            x->buf = ptr_of(s, st->a, off);
+            rc = tp->ops->send(tp, x->peer, x->tag, x->buf, x->len, x);
+        } else {
+            x->buf = ptr_of(s, st->dst, off);
+            rc = tp->ops->recv(tp, x->peer, x->tag, x->buf, x->len, x);
+        }
+        if (rc == FC_AGAIN) {
+            xfer_put(s, x);
+            s->stalled[s->nstalled++] = i;
+            return;
+        }
+        if (rc != FC_SUCCESS) {
+            xfer_put(s, x);
+            char pd[200];
+            peer_desc(s, st->peer, pd, sizeof(pd));
+            sched_fail(s, rc, "%s (%s): posting %s %s failed: %s", s->coll_name, s->algo_name,
+                       st->op == SOP_SEND ? "send to" : "receive from", pd, err_get());
+            return;
+        }
+        s->xfers_out++;
+        st->inflight++;
+        st->issued++;
+    }
+}
+
+fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *sendbuf, void *recvbuf)
+{
+    if (s->build_err)
+        return s->build_err;
+    s->env = *env;
+    if (s->env.window < 1)
+        s->env.window = 1;
+    if (s->env.window > 64)
+        s->env.window = 64;
+    if (s->env.chunk_bytes)
+        s->env.chunk_bytes = s->env.chunk_bytes < 64 ? 64 : s->env.chunk_bytes & ~(size_t)63;
+    s->rfn = reduce_fn_get(s->dt, s->op);
+    s->sfn = reduce_scale_get(s->dt);
+    s->base[R_SEND] = sendbuf;
+    s->base[R_RECV] = recvbuf;
+    s->status = FC_SUCCESS;
+    uint32_t n = s->nsteps;
+    /* zero-length steps wait for chunked predecessors in full */
+    for (uint32_t e = 0; e < s->nedges; e++)
+        if (s->steps[s->edges[e].step].len == 0)
+            s->edges[e].chunked = 0;
+    s->preds = malloc(((size_t)s->nedges + 1) * sizeof(*s->preds));
+    s->succs = malloc(((size_t)s->nedges + 1) * sizeof(*s->succs));
+    s->work = malloc(((size_t)n + 1) * sizeof(*s->work));
+    s->stalled = malloc(((size_t)n + 1) * sizeof(*s->stalled));
+    if (!s->preds || !s->succs || !s->work || !s->stalled)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory starting a %u-step schedule", n);
+    for (uint32_t e = 0; e < s->nedges; e++) {
+        s->steps[s->edges[e].step].npred++;
+        s->steps[s->edges[e].pred].nsucc++;
+    }
+    uint32_t pf = 0, sf = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct sched_step *st = &s->steps[i];
+        st->pred_first = pf;
+        st->succ_first = sf;
+        pf += st->npred;
+        sf += st->nsucc;
+        st->npred = st->nsucc = 0;
+        size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : st->len;
+        st->nchunks = st->len == 0 ? 0 : (uint32_t)((st->len + c - 1) / c);
+    }
+    for (uint32_t e = 0; e < s->nedges; e++) {
+        struct sched_step *dep = &s->steps[s->edges[e].step];
+        struct sched_step *pred = &s->steps[s->edges[e].pred];
+        s->preds[dep->pred_first + dep->npred].step = s->edges[e].pred;
+        s->preds[dep->pred_first + dep->npred].chunked = s->edges[e].chunked;
+        dep->npred++;
+        s->succs[pred->succ_first + pred->nsucc].step = s->edges[e].step;
+        s->succs[pred->succ_first + pred->nsucc].chunked = s->edges[e].chunked;
+        pred->nsucc++;
+        if (!s->edges[e].chunked)
+            dep->nfull_unmet++;
+    }
+    if (s->scratch_bytes) {
+        struct transport *tp = s->env.tp;
+        if (tp && tp->ops->mem_alloc) {
+            s->scratch = tp->ops->mem_alloc(tp, s->scratch_bytes);
+            s->scratch_from_tp = s->scratch != NULL;
+        }
+        if (!s->scratch && posix_memalign(&s->scratch, 64, s->scratch_bytes) != 0)
+            s->scratch = NULL;
+        if (!s->scratch)
+            return FC_ERR(FC_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes of scratch",
+                          s->coll_name, s->scratch_bytes);
+    }
+    s->base[R_SCRATCH] = s->scratch;
+    for (uint32_t i = 0; i < n; i++)
+        if (s->steps[i].npred == 0)
+            push(s, i);
+    return FC_SUCCESS;
+}
+
+fc_result_t sched_advance(struct sched *s)
+{
+    if (s->status != FC_SUCCESS)
+        return s->status;
+    uint32_t nst = s->nstalled;
+    s->nstalled = 0;
+    for (uint32_t j = 0; j < nst; j++)
+        push(s, s->stalled[j]);
+    while (s->nwork > 0 && s->status == FC_SUCCESS) {
+        uint32_t i = s->work[--s->nwork];
+        s->steps[i].queued = 0;
+        try_issue(s, i);
+        if (s->nstalled)
+            break; /* out of transport resources: progress first */
+    }
+    /* steps still in the worklist stay queued for the next call */
+    return s->status;
+}
+
+void sched_describe_wait(const struct sched *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    int shown = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < s->nsteps && o + 80 < len; i++) {
+        const struct sched_step *st = &s->steps[i];
+        if (!is_xfer(st) || st->complete || st->inflight == 0)
+            continue;
+        if (shown == 8) {
+            o += (size_t)snprintf(buf + o, len - o, ", ...");
+            break;
+        }
+        o += (size_t)snprintf(buf + o, len - o, "%srank %d (%s, step %u)", shown ? ", " : "",
+                              st->peer, st->op == SOP_SEND ? "send" : "recv", i);
+        shown++;
+    }
+    if (!shown)
+        snprintf(buf, len, "no transfer posted (%u of %u steps done)", s->ndone, s->nsteps);
+}
+
+void sched_release(struct sched *s)
+{
+    if (s->scratch) {
+        if (s->scratch_from_tp)
+            s->env.tp->ops->mem_free(s->env.tp, s->scratch, s->scratch_bytes);
+        else
+            free(s->scratch);
+    }
+    for (uint32_t i = 0; i < s->nxfer_blocks; i++)
+        free(s->xfer_blocks[i]);
+    free(s->xfer_blocks);
+    free(s->steps);
+    free(s->edges);
+    free(s->preds);
+    free(s->succs);
+    free(s->work);
+    free(s->stalled);
+    memset(s, 0, sizeof(*s));
+}

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Schedules: what an algorithm builds and the engine runs.
+ *
+ * A schedule is a list of steps (SEND to a peer, RECV from a peer, REDUCE
+ * dst = a op b, COPY, SCALE for FC_AVG's final division, NOP) over buffer
+ * regions (the user's send and receive buffers, and scratch the engine
+ * allocates), with dependencies between steps. coll/ builds schedules with
+ * the sched_* builder calls below and never sees a pointer or a fabric.
+ *
+ * Dependencies come in two kinds:
+ *  - full:    the step starts after the predecessor has completed;
+ *  - chunked: chunk k of the step starts once the predecessor has completed
+ *             the bytes chunk k covers (the same byte range of both steps).
+ *             This is how pipelining happens: a chain broadcast's send of
+ *             chunk k follows the receive of chunk k, a ring's reduce of
+ *             chunk k follows its receive, while later chunks are in flight.
+ *             A zero-length step treats its chunked predecessors as full.
+ *
+ * The engine cuts every step into chunks of chunk_bytes (a multiple of 64,
+ * so of every element size), keeps at most `window` chunks of a step in
+ * flight, and tags each message with (communicator id, collective sequence
+ * number, step tag, chunk) so concurrent operations never match each
+ * other's messages. Sender and receiver must give a message the same step
+ * tag and the same length.
+ */
+#ifndef FC_SCHED_H
+#define FC_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fabcoll.h"
+#include "reduce.h"
+#include "transport.h"
+
+/* ---- tags -----------------------------------------------------------------
+ * 63..48 communicator id | 47..46 kind | 45..28 sequence | 27..12 step tag |
+ * 11..0 chunk (wraps: at most `window` chunks of a step are in flight). */
+#define TAG_KIND_COLL 0ull
+#define TAG_KIND_P2P 1ull
+#define TAG_KIND_CTRL 2ull
+#define TAG_STEP_MAX 0xffffu
+#define TAG_SEQ_MASK 0x3ffffull
+static inline uint64_t tag_base(uint32_t comm_id, uint64_t kind, uint64_t seq)
+{
+    return ((uint64_t)(comm_id & 0xffff) << 48) | (kind << 46) | ((seq & TAG_SEQ_MASK) << 28);
+}
+
+enum sched_region { R_NONE = 0, R_SEND, R_RECV, R_SCRATCH, R_NREGIONS };
+enum sched_op { SOP_SEND, SOP_RECV, SOP_REDUCE, SOP_COPY, SOP_SCALE, SOP_NOP };
+
+struct sched_buf {
+    uint8_t region;
+    size_t off; /* bytes from the region's start */
+};
+static inline struct sched_buf sbuf(int region, size_t off)
+{
+    struct sched_buf b = {(uint8_t)region, off};
+    return b;
+}
+
+struct sched_step {
+    uint8_t op;
+    uint8_t queued;     /* in the worklist */
+    uint8_t complete;
+    struct sched_buf dst, a, b;
+    size_t len;         /* bytes */
+    int peer;           /* communicator rank (SEND/RECV) */
+    uint32_t tag;       /* step tag (SEND/RECV), <= TAG_STEP_MAX */
+    uint32_t pred_first, npred, succ_first, nsucc;
+    uint32_t nfull_unmet;
+    /* run state */
+    uint32_t nchunks, issued, inflight, prefix;
+    uint64_t winmask;   /* bit i: chunk prefix+i done (out of order) */
+};
+
+struct sched_edge {
+    uint32_t step;   /* the dependent step (pred list) or successor (succ list) */
+    uint8_t chunked;
+};
+
+struct sched_rawedge {
+    uint32_t step, pred; /* step depends on pred */
+    uint8_t chunked;
+};
+
+struct sched;
+/* How the engine reaches its peers and memory; owned by the caller. */
+struct sched_env {
+    struct transport *tp;
+    const int *peer_map;  /* communicator rank -> transport peer; NULL = identity */
+    uint64_t tag_base;    /* tag_base(comm id, kind, seq) */
+    size_t chunk_bytes;   /* 0: no chunking */
+    int window;           /* chunks in flight per step, 1..64 */
+};
+
+struct sched {
+    /* description (built by coll/) */
+    struct sched_step *steps;
+    uint32_t nsteps, cap_steps;
+    struct sched_rawedge *edges; /* as declared by the builder */
+    uint32_t nedges, cap_edges;
+    struct sched_edge *preds, *succs; /* CSR, built by sched_start */
+    size_t scratch_bytes;
+    fc_datatype_t dt;
+    fc_op_t op;
+    size_t esize;
+    int nranks;               /* divisor for SCALE */
+    const char *coll_name, *algo_name;
+    fc_result_t build_err;
+    /* binding and run state (the engine's) */
+    void *base[R_NREGIONS];
+    void *scratch;
+    int scratch_from_tp;
+    struct sched_env env;
+    reduce_fn rfn;
+    reduce_scale_fn sfn;
+    uint32_t *work;           /* worklist (stack of step indices) */
+    uint32_t nwork;
+    uint32_t ndone;
+    uint32_t nstalled;        /* steps that got FC_AGAIN */
+    uint32_t *stalled;
+    struct xfer *free_xfers;
+    struct xfer **xfer_blocks;
+    uint32_t nxfer_blocks;
+    uint32_t xfers_out;       /* posted, not completed */
+    fc_result_t status;       /* first error */
+    char errmsg[512];
+    uint64_t progress_events; /* completions seen (for timeout accounting) */
+};
+
+/* ---- building (coll/) --------------------------------------------------- */
+void sched_init(struct sched *s, fc_datatype_t dt, fc_op_t op, int nranks);
+/* Each returns the step index, or -1 after recording an allocation failure
+ * in s->build_err (sched_dep ignores -1, so builders check once at the end). */
+int sched_send(struct sched *s, int peer, uint32_t tag, struct sched_buf src, size_t len);
+int sched_recv(struct sched *s, int peer, uint32_t tag, struct sched_buf dst, size_t len);
+int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
+                 size_t len);
+int sched_copy(struct sched *s, struct sched_buf dst, struct sched_buf src, size_t len);
+int sched_scale(struct sched *s, struct sched_buf buf, size_t len); /* buf /= nranks */
+int sched_nop(struct sched *s);
+void sched_dep(struct sched *s, int step, int pred, int chunked);
+/* Reserves scratch bytes (64-byte aligned); returns the offset. */
+size_t sched_scratch(struct sched *s, size_t bytes);
+/* A NOP that depends on every step from `from` on, in full: a fence. */
+int sched_fence(struct sched *s, int from);
+
+/* ---- running (src/) ------------------------------------------------------ */
+/* Binds regions and starts: every step with no predecessor is queued.
+ * Allocates scratch (from the transport when it offers memory). */
+fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *sendbuf,
+                        void *recvbuf);
+/* Issues whatever is ready. Returns s->status. Completions arrive via the
+ * transport's progress, which the caller drives. */
+fc_result_t sched_advance(struct sched *s);
+static inline int sched_done(const struct sched *s)
+{
+    return s->ndone == s->nsteps;
+}
+/* Records a failure (first one wins). */
+void sched_fail(struct sched *s, fc_result_t rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Writes "rank 1 (recv step 3), rank 2 (send step 4)" for posted transfers
+ * not yet complete, or for steps blocked on them. */
+void sched_describe_wait(const struct sched *s, char *buf, size_t len);
+/* Frees everything. Must not be called while transfers are posted
+ * (xfers_out > 0) unless the transport is already closed. */
+void sched_release(struct sched *s);
+
+#endif /* FC_SCHED_H */

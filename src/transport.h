@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The transport interface: what the schedule engine needs from a fabric.
+ *
+ * Two implementations: prov/ (libfabric tagged messages) and the in-process
+ * loopback used by unit tests and fc_sim (src/transport_loop.c). A transport
+ * moves tagged messages between peers (indices of its own peer table) and
+ * reports completions by calling xfer->done from its progress function,
+ * never from inside send/recv.
+ */
+#ifndef FC_TRANSPORT_H
+#define FC_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fabcoll.h"
+
+/* Internal result: the transport is out of resources for now; progress and
+ * post again. Never returned to users. */
+#define FC_AGAIN ((fc_result_t)1000)
+
+struct xfer;
+/* status FC_SUCCESS with the received/sent length, or an error whose detail
+ * the transport has recorded in errmsg of the xfer. */
+typedef void (*xfer_done_fn)(struct xfer *x, fc_result_t status, size_t len);
+
+struct xfer {
+    void *tctx[8];     /* transport-private, first: libfabric's fi_context2 */
+    xfer_done_fn done;
+    void *owner;       /* the engine object that posted it */
+    uint32_t step, chunk;
+    int peer;          /* transport peer index */
+    int is_send;
+    uint64_t tag;
+    size_t len;
+    void *buf;
+    struct xfer *next; /* owner's free list */
+    const char *errmsg; /* set by the transport on error; valid during done() */
+};
+
+struct transport;
+
+struct transport_ops {
+    const char *name;
+    /* Post a tagged send/recv of len bytes to/from peer. FC_AGAIN: retry
+     * after progress. Completion arrives through progress(). */
+    fc_result_t (*send)(struct transport *t, int peer, uint64_t tag, const void *buf, size_t len,
+                        struct xfer *x);
+    fc_result_t (*recv)(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
+                        struct xfer *x);
+    /* Reads completions and calls x->done for each; *ncomp = how many.
+     * A non-success return is a failure of the transport as a whole. */
+    fc_result_t (*progress)(struct transport *t, int *ncomp);
+    /* Blocks for at most timeout_us or until a completion may be ready. */
+    void (*wait)(struct transport *t, int timeout_us);
+    /* Describes a peer for error messages ("rank 3 on host n2"). */
+    void (*peer_name)(struct transport *t, int peer, char *buf, size_t len);
+    /* Memory the transport can use without per-call registration (scratch,
+     * bounce buffers); may be NULL, then the engine uses malloc/free. */
+    void *(*mem_alloc)(struct transport *t, size_t len);
+    void (*mem_free)(struct transport *t, void *p, size_t len);
+};
+
+struct transport {
+    const struct transport_ops *ops;
+};
+
+#endif /* FC_TRANSPORT_H */

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#define _GNU_SOURCE
+#include "transport_loop.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+struct loop_op {
+    struct xfer *x;
+    int peer; /* the other side: source for receives, source for unexpected sends */
+    uint64_t tag;
+    void *buf;
+    size_t len;
+    struct loop_op *next;
+};
+
+struct loop_done {
+    struct xfer *x;
+    fc_result_t status;
+    size_t len;
+};
+
+/* Matching lists are hashed by (peer, tag); each bucket is a FIFO, so the
+ * oldest op with a given (peer, tag) is always found first. */
+#define LOOP_BUCKETS 256
+
+struct loop_list {
+    struct loop_op *head, **tail;
+};
+
+struct loop_ep {
+    struct transport base;
+    struct loop_fabric *f;
+    int rank;
+    struct loop_list posted[LOOP_BUCKETS];
+    struct loop_list unexp[LOOP_BUCKETS];
+    struct loop_done *cq;
+    size_t ncq, capcq;
+};
+
+struct loop_fabric {
+    int nranks;
+    unsigned seed;
+    struct loop_ep *eps;
+    struct loop_op *free_ops;
+    uint64_t msgs, bytes;
+};
+
+static struct loop_op *op_get(struct loop_fabric *f)
+{
+    struct loop_op *o = f->free_ops;
+    if (o) {
+        f->free_ops = o->next;
+        return o;
+    }
+    return malloc(sizeof(*o));
+}
+
+static void op_put(struct loop_fabric *f, struct loop_op *o)
+{
+    o->next = f->free_ops;
+    f->free_ops = o;
+}
+
+static int cq_push(struct loop_ep *ep, struct xfer *x, fc_result_t st, size_t len)
+{
+    if (ep->ncq == ep->capcq) {
+        size_t nc = ep->capcq ? ep->capcq * 2 : 64;
+        void *p = realloc(ep->cq, nc * sizeof(*ep->cq));
+        if (!p)
+            return -1;
+        ep->cq = p;
+        ep->capcq = nc;
+    }
+    ep->cq[ep->ncq].x = x;
+    ep->cq[ep->ncq].status = st;
+    ep->cq[ep->ncq].len = len;
+    ep->ncq++;
+    return 0;
+}
+
+static struct loop_list *bucket(struct loop_list *tab, int peer, uint64_t tag)
+{
+    uint64_t h = (tag ^ ((uint64_t)peer * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+    return &tab[(h >> 40) % LOOP_BUCKETS];
+}
+
+/* Removes and returns the oldest op in the list matching (peer, tag). */
+static struct loop_op *take(struct loop_list *l, int peer, uint64_t tag)
+{
+    for (struct loop_op **pp = &l->head; *pp; pp = &(*pp)->next) {
+        struct loop_op *o = *pp;
+        if (o->peer == peer && o->tag == tag) {
+            *pp = o->next;
+            if (l->tail == &o->next)
+                l->tail = pp;
+            return o;
+        }
+    }
+    return NULL;
+}
+
+static void append(struct loop_list *l, struct loop_op *o)
+{
+    o->next = NULL;
+    *l->tail = o;
+    l->tail = &o->next;
+}
+
+/* Delivers send (sender ep s, buffer, len, sx) into receive r (at ep d). */
+static fc_result_t deliver(struct loop_ep *s, struct xfer *sx, const void *sbuf, size_t slen,
+                           struct loop_ep *d, struct xfer *rx, void *rbuf, size_t rlen)
+{
+    fc_result_t rst = FC_SUCCESS;
+    size_t n = slen;
+    if (slen > rlen) {
+        n = rlen;
+        rst = FC_ERR_FABRIC;
+        rx->errmsg = "message truncated (loopback: sender sent more than the receive posted)";
+    }
+    if (n)
+        memcpy(rbuf, sbuf, n);
+    s->f->msgs++;
+    s->f->bytes += n;
+    if (cq_push(s, sx, FC_SUCCESS, slen) || cq_push(d, rx, rst, n))
+        return FC_ERR(FC_ERR_NO_MEMORY, "loopback: out of memory for completions");
+    return FC_SUCCESS;
+}
+
+static fc_result_t loop_send(struct transport *t, int peer, uint64_t tag, const void *buf,
+                             size_t len, struct xfer *x)
+{
+    struct loop_ep *ep = (struct loop_ep *)t;
+    struct loop_fabric *f = ep->f;
+    if (peer < 0 || peer >= f->nranks)
+        return FC_ERR(FC_ERR_INTERNAL, "loopback: send to bad peer %d", peer);
+    struct loop_ep *d = &f->eps[peer];
+    struct loop_op *r = take(bucket(d->posted, ep->rank, tag), ep->rank, tag);
+    if (r) {
+        fc_result_t rc = deliver(ep, x, buf, len, d, r->x, r->buf, r->len);
+        op_put(f, r);
+        return rc;
+    }
+    struct loop_op *o = op_get(f);
+    if (!o)
+        return FC_ERR(FC_ERR_NO_MEMORY, "loopback: out of memory");
+    o->x = x;
+    o->peer = ep->rank;
+    o->tag = tag;
+    o->buf = (void *)buf;
+    o->len = len;
+    append(bucket(d->unexp, ep->rank, tag), o);
+    return FC_SUCCESS;
+}
+
+static fc_result_t loop_recv(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
+                             struct xfer *x)
+{
+    struct loop_ep *ep = (struct loop_ep *)t;
+    struct loop_fabric *f = ep->f;
+    if (peer < 0 || peer >= f->nranks)
+        return FC_ERR(FC_ERR_INTERNAL, "loopback: receive from bad peer %d", peer);
+    struct loop_op *s = take(bucket(ep->unexp, peer, tag), peer, tag);
+    if (s) {
+        fc_result_t rc = deliver(&f->eps[peer], s->x, s->buf, s->len, ep, x, buf, len);
+        op_put(f, s);
+        return rc;
+    }
+    struct loop_op *o = op_get(f);
+    if (!o)
+        return FC_ERR(FC_ERR_NO_MEMORY, "loopback: out of memory");
+    o->x = x;
+    o->peer = peer;
+    o->tag = tag;
+    o->buf = buf;
+    o->len = len;
+    append(bucket(ep->posted, peer, tag), o);
+    return FC_SUCCESS;
+}
+
+static fc_result_t loop_progress(struct transport *t, int *ncomp)
+{
+    struct loop_ep *ep = (struct loop_ep *)t;
+    size_t n = ep->ncq;
+    *ncomp = (int)n;
+    if (!n)
+        return FC_SUCCESS;
+    /* Take the batch: callbacks never post, but keep the queue consistent. */
+    struct loop_done *batch = ep->cq;
+    size_t cap = ep->capcq;
+    ep->cq = NULL;
+    ep->ncq = ep->capcq = 0;
+    if (ep->f->seed) {
+        for (size_t i = n - 1; i > 0; i--) {
+            size_t j = (size_t)rand_r(&ep->f->seed) % (i + 1);
+            struct loop_done tmp = batch[i];
+            batch[i] = batch[j];
+            batch[j] = tmp;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        batch[i].x->done(batch[i].x, batch[i].status, batch[i].len);
+    if (!ep->cq) {
+        ep->cq = batch;
+        ep->capcq = cap;
+    } else {
+        free(batch);
+    }
+    return FC_SUCCESS;
+}
+
+static void loop_wait(struct transport *t, int timeout_us)
+{
+    (void)t;
+    (void)timeout_us;
+}
+
+static void loop_peer_name(struct transport *t, int peer, char *buf, size_t len)
+{
+    (void)t;
+    snprintf(buf, len, "loopback peer %d", peer);
+}
+
+static const struct transport_ops loop_ops = {
+    .name = "loopback",
+    .send = loop_send,
+    .recv = loop_recv,
+    .progress = loop_progress,
+    .wait = loop_wait,
+    .peer_name = loop_peer_name,
+    .mem_alloc = NULL,
+    .mem_free = NULL,
+};
+
+struct loop_fabric *loop_fabric_create(int nranks, unsigned seed)
+{
+    struct loop_fabric *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->eps = calloc((size_t)nranks, sizeof(*f->eps));
+    if (!f->eps) {
+        free(f);
+        return NULL;
+    }
+    f->nranks = nranks;
+    f->seed = seed;
+    for (int i = 0; i < nranks; i++) {
+        struct loop_ep *ep = &f->eps[i];
+        ep->base.ops = &loop_ops;
+        ep->f = f;
+        ep->rank = i;
+        for (int b = 0; b < LOOP_BUCKETS; b++) {
+            ep->posted[b].tail = &ep->posted[b].head;
+            ep->unexp[b].tail = &ep->unexp[b].head;
+        }
+    }
+    return f;
+}
+
+struct transport *loop_transport(struct loop_fabric *f, int rank)
+{
+    return &f->eps[rank].base;
+}
+
+void loop_fabric_stats(const struct loop_fabric *f, uint64_t *msgs, uint64_t *bytes)
+{
+    *msgs = f->msgs;
+    *bytes = f->bytes;
+}
+
+int loop_fabric_pending(const struct loop_fabric *f)
+{
+    int n = 0;
+    for (int i = 0; i < f->nranks; i++) {
+        for (int b = 0; b < LOOP_BUCKETS; b++) {
+            for (struct loop_op *o = f->eps[i].posted[b].head; o; o = o->next)
+                n++;
+            for (struct loop_op *o = f->eps[i].unexp[b].head; o; o = o->next)
+                n++;
+        }
+        n += (int)f->eps[i].ncq;
+    }
+    return n;
+}
+
+static void free_list(struct loop_op *o)
+{
+    while (o) {
+        struct loop_op *n = o->next;
+        free(o);
+        o = n;
+    }
+}
+
+void loop_fabric_destroy(struct loop_fabric *f)
+{
+    if (!f)
+        return;
+    for (int i = 0; i < f->nranks; i++) {
+        for (int b = 0; b < LOOP_BUCKETS; b++) {
+            free_list(f->eps[i].posted[b].head);
+            free_list(f->eps[i].unexp[b].head);
+        }
+        free(f->eps[i].cq);
+    }
+    free_list(f->free_ops);
+    free(f->eps);
+    free(f);
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * In-process loopback transport: N ranks in one process, one thread.
+ *
+ * Used by the unit tests (every algorithm at 1..1024 ranks without a
+ * network) and by fc_sim. Matching follows the fabric's rules: a receive
+ * matches the oldest unmatched send from the same peer with the same tag.
+ * A send completes only when it is matched and copied (rendezvous
+ * semantics), which is stricter than an eager fabric: an algorithm that
+ * would need the fabric to buffer for it deadlocks here instead of working
+ * by luck. With a nonzero seed, completions are delivered in a shuffled
+ * order to shake out missing dependencies.
+ */
+#ifndef FC_TRANSPORT_LOOP_H
+#define FC_TRANSPORT_LOOP_H
+
+#include <stdint.h>
+
+#include "transport.h"
+
+struct loop_fabric;
+
+struct loop_fabric *loop_fabric_create(int nranks, unsigned seed);
+struct transport *loop_transport(struct loop_fabric *f, int rank);
+/* Messages and bytes delivered so far (all ranks). */
+void loop_fabric_stats(const struct loop_fabric *f, uint64_t *msgs, uint64_t *bytes);
+/* Unmatched sends/receives left (a correct run leaves none). */
+int loop_fabric_pending(const struct loop_fabric *f);
+void loop_fabric_destroy(struct loop_fabric *f);
+
+#endif /* FC_TRANSPORT_LOOP_H */

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce.h"
+
+/* Elements each rank sends / receives for a collective. */
+static void sizes(const struct check_case *c, size_t *ns, size_t *nr)
+{
+    size_t n = (size_t)c->nranks, k = c->count;
+    switch (c->kind) {
+    case COLL_ALLGATHER: *ns = k; *nr = n * k; break;
+    case COLL_REDUCE_SCATTER: *ns = n * k; *nr = k; break;
+    case COLL_ALLTOALL: *ns = n * k; *nr = n * k; break;
+    case COLL_BARRIER: *ns = 0; *nr = 0; break;
+    default: *ns = k; *nr = k; break;
+    }
+}
+
+static fc_op_t fill_op(const struct check_case *c)
+{
+    switch (c->kind) {
+    case COLL_ALLREDUCE:
+    case COLL_REDUCE:
+    case COLL_REDUCE_SCATTER: return c->op;
+    default: return FC_MIN; /* varied values */
+    }
+}
+
+static int first_diff(const void *a, const void *b, size_t n, size_t es)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp((const char *)a + i * es, (const char *)b + i * es, es) != 0)
+            return (int)i;
+    return -1;
+}
+
+int check_coll(const struct coll_algo *al, const struct check_case *c, char *err, size_t errlen)
+{
+    const int n = c->nranks;
+    const size_t es = fc_datatype_size(c->dt);
+    size_t ns, nr;
+    sizes(c, &ns, &nr);
+    int ret = 1;
+    char **input = calloc((size_t)n, sizeof(char *));   /* pristine inputs */
+    char **sendb = calloc((size_t)n, sizeof(char *));
+    char **recvb = calloc((size_t)n, sizeof(char *));
+    char **alloc = calloc((size_t)n, sizeof(char *));   /* what to free */
+    char **sendcopy = calloc((size_t)n, sizeof(char *));
+    char **extra = calloc((size_t)n, sizeof(char *));   /* separate send or recv buffer */
+    char *expect = malloc(nr * es + 64);
+    char *acc = malloc(ns * es + 64);
+    if (!input || !sendb || !recvb || !alloc || !sendcopy || !extra || !expect || !acc) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    const int poison = 0x5a;
+    for (int r = 0; r < n; r++) {
+        input[r] = malloc(ns * es + 64);
+        h_fill(input[r], c->dt, fill_op(c), r, n, 0, ns);
+        int ip = c->in_place;
+        switch (c->kind) {
+        case COLL_ALLGATHER:
+            alloc[r] = malloc(nr * es + 64);
+            memset(alloc[r], poison, nr * es);
+            recvb[r] = alloc[r];
+            if (ip) {
+                sendb[r] = recvb[r] + (size_t)r * c->count * es;
+                memcpy(sendb[r], input[r], ns * es);
+            } else {
+                sendb[r] = extra[r] = malloc(ns * es + 64);
+                memcpy(sendb[r], input[r], ns * es);
+            }
+            break;
+        case COLL_REDUCE_SCATTER:
+            alloc[r] = malloc(ns * es + 64);
+            sendb[r] = alloc[r];
+            memcpy(sendb[r], input[r], ns * es);
+            if (ip) {
+                recvb[r] = sendb[r] + (size_t)r * c->count * es;
+            } else {
+                recvb[r] = extra[r] = malloc(nr * es + 64);
+                memset(recvb[r], poison, nr * es);
+            }
+            break;
+        case COLL_REDUCE:
+        case COLL_BCAST: {
+            int is_root = r == c->root;
+            alloc[r] = malloc(nr * es + 64);
+            memset(alloc[r], poison, nr * es);
+            if (c->kind == COLL_REDUCE && !is_root) {
+                /* non-roots: recvbuf unused (NULL) */
+                recvb[r] = NULL;
+                sendb[r] = alloc[r];
+                memcpy(sendb[r], input[r], ns * es);
+            } else {
+                recvb[r] = alloc[r];
+                if (c->kind == COLL_BCAST && !is_root) {
+                    sendb[r] = NULL;
+                } else if (ip) {
+                    sendb[r] = recvb[r];
+                    memcpy(sendb[r], input[r], ns * es);
+                } else {
+                    sendb[r] = extra[r] = malloc(ns * es + 64);
+                    memcpy(sendb[r], input[r], ns * es);
+                }
+            }
+            break;
+        }
+        default: /* allreduce, alltoall, barrier */
+            alloc[r] = malloc(nr * es + 64);
+            memset(alloc[r], poison, nr * es);
+            recvb[r] = alloc[r];
+            if (ip) {
+                sendb[r] = recvb[r];
+                memcpy(sendb[r], input[r], ns * es);
+            } else {
+                sendb[r] = extra[r] = malloc(ns * es + 64);
+                memcpy(sendb[r], input[r], ns * es);
+            }
+            break;
+        }
+        int root_only = c->kind == COLL_REDUCE || c->kind == COLL_BCAST;
+        if (sendb[r] && !(ip && (!root_only || r == c->root))) {
+            sendcopy[r] = malloc(ns * es + 64);
+            memcpy(sendcopy[r], sendb[r], ns * es);
+        }
+    }
+
+    struct coll_args tmpl = {
+        .kind = c->kind, .rank = 0, .nranks = n, .root = c->root, .count = c->count,
+        .dt = c->dt, .op = c->op, .esize = es, .in_place = c->in_place,
+    };
+    char herr[512];
+    fc_result_t rc;
+    rc = h_run(al, &tmpl, (void **)sendb, (void **)recvb, &c->opts, herr, sizeof(herr));
+    if (rc != FC_SUCCESS) {
+        snprintf(err, errlen, "run failed: %s", herr);
+        goto out;
+    }
+
+    reduce_fn fn = reduce_fn_get(c->dt, c->op);
+    reduce_scale_fn sfn = reduce_scale_get(c->dt);
+    if (c->kind == COLL_ALLREDUCE || c->kind == COLL_REDUCE || c->kind == COLL_REDUCE_SCATTER) {
+        memcpy(acc, input[0], ns * es);
+        for (int r = 1; r < n; r++)
+            fn(acc, acc, input[r], ns);
+        if (c->op == FC_AVG)
+            sfn(acc, acc, ns, (uint32_t)n);
+    }
+    for (int r = 0; r < n; r++) {
+        const char *got = recvb[r];
+        size_t cnt = nr;
+        switch (c->kind) {
+        case COLL_ALLREDUCE: memcpy(expect, acc, nr * es); break;
+        case COLL_REDUCE:
+            if (r != c->root)
+                got = NULL;
+            memcpy(expect, acc, nr * es);
+            break;
+        case COLL_BCAST: memcpy(expect, input[c->root], nr * es); break;
+        case COLL_ALLGATHER:
+            for (int j = 0; j < n; j++)
+                memcpy(expect + (size_t)j * c->count * es, input[j], c->count * es);
+            break;
+        case COLL_REDUCE_SCATTER:
+            memcpy(expect, acc + (size_t)r * c->count * es, c->count * es);
+            break;
+        case COLL_ALLTOALL:
+            for (int j = 0; j < n; j++)
+                memcpy(expect + (size_t)j * c->count * es,
+                       input[j] + (size_t)r * c->count * es, c->count * es);
+            break;
+        default: got = NULL; cnt = 0; break;
+        }
+        if (got) {
+            int d = first_diff(got, expect, cnt, es);
+            if (d >= 0) {
+                unsigned long long gv = 0, ev = 0;
+                memcpy(&gv, got + (size_t)d * es, es);
+                memcpy(&ev, expect + (size_t)d * es, es);
+                snprintf(err, errlen, "rank %d element %d of %zu: got 0x%llx expected 0x%llx", r,
+                         d, cnt, gv, ev);
+                goto out;
+            }
+        }
+        if (sendcopy[r] && memcmp(sendcopy[r], sendb[r], ns * es) != 0) {
+            snprintf(err, errlen, "rank %d: out-of-place input was modified", r);
+            goto out;
+        }
+    }
+    ret = 0;
+out:
+    for (int r = 0; r < n && input && sendcopy && alloc && extra; r++) {
+        free(input[r]);
+        free(sendcopy[r]);
+        free(alloc[r]);
+        free(extra[r]);
+    }
+    free(input);
+    free(sendb);
+    free(recvb);
+    free(alloc);
+    free(sendcopy);
+    free(extra);
+    free(expect);
+    free(acc);
+    return ret;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Runs one algorithm of one collective at n ranks over the loopback
+ * transport and checks every rank's result against a reference computed
+ * here, element by element (bit-exact: the inputs are small integers whose
+ * sums and products are exact in every type, so reduction order does not
+ * matter). Also checks that out-of-place inputs are left untouched.
+ */
+#ifndef FC_TEST_CHECK_H
+#define FC_TEST_CHECK_H
+
+#include "harness.h"
+
+struct check_case {
+    enum coll_kind kind;
+    int nranks, root, in_place;
+    size_t count;
+    fc_datatype_t dt;
+    fc_op_t op;
+    struct h_opts opts;
+};
+
+/* Returns 0 when correct; else writes what went wrong into err. */
+int check_coll(const struct coll_algo *al, const struct check_case *c, char *err, size_t errlen);
+
+#endif

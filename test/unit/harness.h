@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Runs one schedule per rank, all ranks in this process, over the loopback
+ * transport; detects deadlocks (a round in which nothing completes). */
+#ifndef FC_TEST_HARNESS_H
+#define FC_TEST_HARNESS_H
+
+#include "coll.h"
+#include "transport_loop.h"
+
+struct h_opts {
+    size_t chunk;   /* engine chunk bytes (0: none) */
+    int window;     /* chunks in flight per step */
+    unsigned seed;  /* 0: completions in order; else shuffled */
+};
+
+/* Builds al for every rank (tmpl with .rank set) and runs them. send[r] and
+ * recv[r] are rank r's buffers. Returns FC_SUCCESS or the first error, with
+ * a message in err. */
+fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void **send,
+                  void **recv, const struct h_opts *o, char *err, size_t errlen);
+
+/* Fills n elements of dt at p with the closed-form input of rank r for op:
+ * small integers whose sums and products are exact in every type. */
+void h_fill(void *p, fc_datatype_t dt, fc_op_t op, int r, int nranks, size_t first, size_t n);
+
+#endif

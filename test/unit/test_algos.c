@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Every algorithm of every collective, over the in-process loopback
+ * transport: rank counts 1..17 and 64 (and larger samples), counts 0, 1,
+ * fewer than the ranks, not divisible by the ranks, and large; every
+ * datatype and op; in place and out of place; one chunk and many chunks;
+ * completions in order and shuffled.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "reduce.h"
+
+static const fc_datatype_t all_dt[] = {FC_INT8,    FC_UINT8,    FC_INT32,   FC_UINT32,
+                                       FC_INT64,   FC_UINT64,   FC_FLOAT16, FC_BFLOAT16,
+                                       FC_FLOAT32, FC_FLOAT64};
+static const fc_op_t all_op[] = {FC_SUM, FC_PROD, FC_MIN, FC_MAX, FC_AVG};
+
+static int is_reduction(enum coll_kind k)
+{
+    return k == COLL_ALLREDUCE || k == COLL_REDUCE || k == COLL_REDUCE_SCATTER;
+}
+
+static int has_root(enum coll_kind k)
+{
+    return k == COLL_BCAST || k == COLL_REDUCE;
+}
+
+static void run_one(const struct coll_algo *al, struct check_case *c)
+{
+    if (al->check) {
+        struct coll_args a = {.kind = c->kind, .rank = 0, .nranks = c->nranks, .root = c->root,
+                              .count = c->count, .dt = c->dt, .op = c->op,
+                              .esize = fc_datatype_size(c->dt), .in_place = c->in_place};
+        if (!al->check(&a))
+            return;
+    }
+    char err[600];
+    int bad = check_coll(al, c, err, sizeof(err));
+    cr_assert(!bad,
+              "%s/%s n=%d count=%zu dt=%s op=%s root=%d in_place=%d chunk=%zu window=%d seed=%u: "
+              "%s",
+              coll_kind_name(c->kind), al->name, c->nranks, c->count, reduce_dt_name(c->dt),
+              reduce_op_name(c->op), c->root, c->in_place, c->opts.chunk, c->opts.window,
+              c->opts.seed, err);
+}
+
+/* counts: 0, 1, < n, not divisible by n, larger */
+static size_t counts_for(int n, int i)
+{
+    switch (i) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return n > 1 ? (size_t)n - 1 : 2;
+    case 3: return 3 * (size_t)n + 2;
+    default: return 1000 + 7 * (size_t)n;
+    }
+}
+
+/* All datatypes x ops x counts x in-place for n in 1..17 and 64, two
+ * engine settings (one chunk; 64-byte chunks shuffled). */
+static void sweep(const char *kind_name, const char *algo)
+{
+    int k = coll_kind_from_name(kind_name, strlen(kind_name));
+    const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
+    cr_assert_not_null(al, "no algorithm %s/%s", kind_name, algo);
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 64};
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+        int n = ns[ni];
+        for (int ci = 0; ci < 5; ci++) {
+            for (size_t di = 0; di < 10; di++) {
+                for (size_t oi = 0; oi < 5; oi++) {
+                    if (!is_reduction(al->kind) && oi > 0)
+                        break;
+                    /* the large count on every type only for small n */
+                    if (ci == 4 && n > 17 && di != 8)
+                        continue;
+                    for (int ip = 0; ip < 2; ip++) {
+                        struct check_case c = {
+                            .kind = al->kind, .nranks = n,
+                            .root = has_root(al->kind) ? (int)((ci * 7 + di) % (size_t)n) : 0,
+                            .in_place = ip, .count = counts_for(n, ci), .dt = all_dt[di],
+                            .op = all_op[oi],
+                        };
+                        c.opts = (struct h_opts){.chunk = 0, .window = 2, .seed = 0};
+                        run_one(al, &c);
+                        c.opts = (struct h_opts){.chunk = 64, .window = 3,
+                                                 .seed = (unsigned)(n * 31 + ci + 1)};
+                        run_one(al, &c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Big rank counts: a sample of counts, float32 sum and int32 max. */
+static void big(const char *kind_name, const char *algo, int n)
+{
+    int k = coll_kind_from_name(kind_name, strlen(kind_name));
+    const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
+    cr_assert_not_null(al);
+    size_t cnts[] = {0, 1, (size_t)n - 1, (size_t)n * 2 + 1};
+    for (size_t i = 0; i < 4; i++) {
+        struct check_case c = {.kind = al->kind, .nranks = n, .root = (int)(i * 5) % n,
+                               .in_place = (int)(i & 1), .count = cnts[i], .dt = FC_FLOAT32,
+                               .op = FC_SUM};
+        c.opts = (struct h_opts){.chunk = 256, .window = 2, .seed = (unsigned)i + 3};
+        run_one(al, &c);
+        c.dt = FC_INT32;
+        c.op = FC_MAX;
+        run_one(al, &c);
+    }
+}
+
+#define ALGO_TESTS(kind, algo)                                                                 \
+    Test(kind, algo##_sweep, .timeout = 300) { sweep(#kind, #algo); }                          \
+    Test(kind, algo##_128, .timeout = 300) { big(#kind, #algo, 128); }                         \
+    Test(kind, algo##_1000, .timeout = 300) { big(#kind, #algo, 1000); }
+
+ALGO_TESTS(allreduce, ring)
+ALGO_TESTS(allreduce, rd)
+ALGO_TESTS(bcast, binomial)
+ALGO_TESTS(bcast, chain)

@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The schedule engine on hand-built schedules: chunking, the in-flight
+ * window, chunked dependencies (pipelining), tags that keep concurrent
+ * schedules apart, zero-length steps, length mismatches, build errors.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "sched.h"
+#include "transport_loop.h"
+
+/* A transport that wraps the loopback and records what the engine posts. */
+struct spy {
+    struct transport base;
+    struct transport *inner;
+    int outstanding, max_outstanding;
+    int events[4096]; /* +1000*k: post of chunk k; -1000*k-1: completion */
+    int nevents;
+    xfer_done_fn orig[4096];
+};
+
+static void spy_done(struct xfer *x, fc_result_t st, size_t len);
+
+static struct spy *spy_of(struct transport *t)
+{
+    return (struct spy *)t;
+}
+
+static fc_result_t spy_send(struct transport *t, int peer, uint64_t tag, const void *buf,
+                            size_t len, struct xfer *x)
+{
+    struct spy *s = spy_of(t);
+    s->outstanding++;
+    if (s->outstanding > s->max_outstanding)
+        s->max_outstanding = s->outstanding;
+    s->events[s->nevents++] = (int)(x->step * 100000 + x->chunk * 10 + 1);
+    x->tctx[7] = s;
+    x->tctx[6] = (void *)x->done;
+    x->done = spy_done;
+    return s->inner->ops->send(s->inner, peer, tag, buf, len, x);
+}
+
+static fc_result_t spy_recv(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
+                            struct xfer *x)
+{
+    struct spy *s = spy_of(t);
+    s->outstanding++;
+    if (s->outstanding > s->max_outstanding)
+        s->max_outstanding = s->outstanding;
+    s->events[s->nevents++] = (int)(x->step * 100000 + x->chunk * 10 + 2);
+    x->tctx[7] = s;
+    x->tctx[6] = (void *)x->done;
+    x->done = spy_done;
+    return s->inner->ops->recv(s->inner, peer, tag, buf, len, x);
+}
+
+static void spy_done(struct xfer *x, fc_result_t st, size_t len)
+{
+    struct spy *s = x->tctx[7];
+    s->outstanding--;
+    s->events[s->nevents++] = (int)(x->step * 100000 + x->chunk * 10 + 3);
+    x->done = (xfer_done_fn)x->tctx[6];
+    x->done(x, st, len);
+}
+
+static fc_result_t spy_progress(struct transport *t, int *n)
+{
+    return spy_of(t)->inner->ops->progress(spy_of(t)->inner, n);
+}
+
+static const struct transport_ops spy_ops = {
+    .name = "spy", .send = spy_send, .recv = spy_recv, .progress = spy_progress,
+};
+
+static void spy_init(struct spy *s, struct transport *inner)
+{
+    memset(s, 0, sizeof(*s));
+    s->base.ops = &spy_ops;
+    s->inner = inner;
+}
+
+/* Runs the schedules of n ranks (transport tp[r]) until done or stuck. */
+static int run_all(struct sched *s, struct transport **tp, int n)
+{
+    for (int guard = 0; guard < 1000000; guard++) {
+        int done = 0, ev = 0;
+        for (int r = 0; r < n; r++) {
+            int nc = 0;
+            tp[r]->ops->progress(tp[r], &nc);
+            ev += nc;
+            if (sched_advance(&s[r]) != FC_SUCCESS)
+                return -1;
+            done += sched_done(&s[r]);
+        }
+        if (done == n)
+            return 0;
+        if (!ev && guard > 2)
+            return -2;
+    }
+    return -3;
+}
+
+static struct sched_env env_of(struct transport *tp, size_t chunk, int window, uint32_t seq)
+{
+    struct sched_env e = {.tp = tp, .peer_map = NULL, .tag_base = tag_base(1, TAG_KIND_COLL, seq),
+                          .chunk_bytes = chunk, .window = window};
+    return e;
+}
+
+Test(sched, chunking_and_window)
+{
+    struct loop_fabric *f = loop_fabric_create(2, 0);
+    struct spy sp[2];
+    struct transport *tp[2];
+    for (int r = 0; r < 2; r++) {
+        spy_init(&sp[r], loop_transport(f, r));
+        tp[r] = &sp[r].base;
+    }
+    char src[1000], dst[1000];
+    for (int i = 0; i < 1000; i++)
+        src[i] = (char)(i * 7);
+    memset(dst, 0, sizeof(dst));
+    struct sched s[2];
+    sched_init(&s[0], FC_UINT8, FC_SUM, 2);
+    sched_init(&s[1], FC_UINT8, FC_SUM, 2);
+    sched_send(&s[0], 1, 5, sbuf(R_SEND, 0), 1000);
+    sched_recv(&s[1], 0, 5, sbuf(R_RECV, 0), 1000);
+    for (int r = 0; r < 2; r++) {
+        struct sched_env e = env_of(tp[r], 64, 3, 9);
+        cr_assert_eq(sched_start(&s[r], &e, src, dst), FC_SUCCESS);
+    }
+    cr_assert_eq(run_all(s, tp, 2), 0);
+    cr_assert_arr_eq(src, dst, 1000);
+    uint64_t msgs, bytes;
+    loop_fabric_stats(f, &msgs, &bytes);
+    cr_assert_eq(msgs, 16, "1000 bytes in 64-byte chunks is 16 messages, saw %llu",
+                 (unsigned long long)msgs);
+    cr_assert_eq(bytes, 1000);
+    cr_assert_leq(sp[0].max_outstanding, 3, "window 3 exceeded: %d", sp[0].max_outstanding);
+    cr_assert_leq(sp[1].max_outstanding, 3, "window 3 exceeded: %d", sp[1].max_outstanding);
+    cr_assert_eq(sp[1].max_outstanding, 3, "the window was not used: %d", sp[1].max_outstanding);
+    for (int r = 0; r < 2; r++)
+        sched_release(&s[r]);
+    loop_fabric_destroy(f);
+}
+
+/* Rank 1 forwards what it receives from 0 to 2 with a chunked dependency:
+ * it must post its first send before its last receive completes. */
+Test(sched, chunked_dependency_pipelines)
+{
+    struct loop_fabric *f = loop_fabric_create(3, 0);
+    struct spy sp[3];
+    struct transport *tp[3];
+    for (int r = 0; r < 3; r++) {
+        spy_init(&sp[r], loop_transport(f, r));
+        tp[r] = &sp[r].base;
+    }
+    enum { N = 64 * 20 };
+    static char a[N], b[N], c[N];
+    for (int i = 0; i < N; i++)
+        a[i] = (char)(i ^ 0x33);
+    struct sched s[3];
+    for (int r = 0; r < 3; r++)
+        sched_init(&s[r], FC_UINT8, FC_SUM, 3);
+    sched_send(&s[0], 1, 0, sbuf(R_SEND, 0), N);
+    int rcv = sched_recv(&s[1], 0, 0, sbuf(R_RECV, 0), N);
+    int snd = sched_send(&s[1], 2, 1, sbuf(R_RECV, 0), N);
+    sched_dep(&s[1], snd, rcv, 1);
+    sched_recv(&s[2], 1, 1, sbuf(R_RECV, 0), N);
+    void *bufs[3][2] = {{a, NULL}, {NULL, b}, {NULL, c}};
+    for (int r = 0; r < 3; r++) {
+        struct sched_env e = env_of(tp[r], 64, 2, 1);
+        cr_assert_eq(sched_start(&s[r], &e, bufs[r][0], bufs[r][1]), FC_SUCCESS);
+    }
+    cr_assert_eq(run_all(s, tp, 3), 0);
+    cr_assert_arr_eq(a, b, N);
+    cr_assert_arr_eq(a, c, N);
+    /* rank 1: index of first send post, of last recv completion */
+    int first_send = -1, last_recv_done = -1;
+    for (int i = 0; i < sp[1].nevents; i++) {
+        int e = sp[1].events[i];
+        if (e / 100000 == snd && e % 10 == 1 && first_send < 0)
+            first_send = i;
+        if (e / 100000 == rcv && e % 10 == 3)
+            last_recv_done = i;
+    }
+    cr_assert_lt(first_send, last_recv_done, "no pipelining: first forward at event %d, last "
+                 "receive done at %d", first_send, last_recv_done);
+    for (int r = 0; r < 3; r++)
+        sched_release(&s[r]);
+    loop_fabric_destroy(f);
+}
+
+/* Two schedules in flight at once on the same ranks, posted in opposite
+ * orders, with the same step tags: the sequence number keeps them apart. */
+Test(sched, concurrent_schedules_do_not_cross)
+{
+    struct loop_fabric *f = loop_fabric_create(2, 11);
+    struct transport *tp[2] = {loop_transport(f, 0), loop_transport(f, 1)};
+    int x1[100], x2[100], y1[100], y2[100];
+    for (int i = 0; i < 100; i++) {
+        x1[i] = i;
+        x2[i] = -i - 1000;
+    }
+    struct sched s1[2], s2[2];
+    for (int r = 0; r < 2; r++) {
+        sched_init(&s1[r], FC_INT32, FC_SUM, 2);
+        sched_init(&s2[r], FC_INT32, FC_SUM, 2);
+    }
+    sched_send(&s1[0], 1, 0, sbuf(R_SEND, 0), sizeof(x1));
+    sched_recv(&s1[1], 0, 0, sbuf(R_RECV, 0), sizeof(y1));
+    sched_send(&s2[0], 1, 0, sbuf(R_SEND, 0), sizeof(x2));
+    sched_recv(&s2[1], 0, 0, sbuf(R_RECV, 0), sizeof(y2));
+    /* rank 1 posts the second collective's receive first */
+    struct sched_env e1 = env_of(tp[1], 128, 2, 2), e0 = env_of(tp[0], 128, 2, 1);
+    cr_assert_eq(sched_start(&s2[1], &e1, NULL, y2), FC_SUCCESS);
+    cr_assert_eq(sched_advance(&s2[1]), FC_SUCCESS);
+    e1.tag_base = tag_base(1, TAG_KIND_COLL, 1);
+    cr_assert_eq(sched_start(&s1[1], &e1, NULL, y1), FC_SUCCESS);
+    cr_assert_eq(sched_start(&s1[0], &e0, x1, NULL), FC_SUCCESS);
+    e0.tag_base = tag_base(1, TAG_KIND_COLL, 2);
+    cr_assert_eq(sched_start(&s2[0], &e0, x2, NULL), FC_SUCCESS);
+    for (int it = 0; it < 1000; it++) {
+        for (int r = 0; r < 2; r++) {
+            int nc;
+            tp[r]->ops->progress(tp[r], &nc);
+            sched_advance(&s1[r]);
+            sched_advance(&s2[r]);
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        cr_assert(sched_done(&s1[r]) && sched_done(&s2[r]));
+    }
+    cr_assert_arr_eq(x1, y1, sizeof(x1));
+    cr_assert_arr_eq(x2, y2, sizeof(x2));
+    for (int r = 0; r < 2; r++) {
+        sched_release(&s1[r]);
+        sched_release(&s2[r]);
+    }
+    loop_fabric_destroy(f);
+}
+
+Test(sched, zero_length_steps_send_nothing)
+{
+    struct loop_fabric *f = loop_fabric_create(2, 0);
+    struct transport *tp[2] = {loop_transport(f, 0), loop_transport(f, 1)};
+    struct sched s[2];
+    for (int r = 0; r < 2; r++)
+        sched_init(&s[r], FC_FLOAT32, FC_SUM, 2);
+    int a = sched_send(&s[0], 1, 0, sbuf(R_SEND, 0), 0);
+    int b = sched_copy(&s[0], sbuf(R_RECV, 0), sbuf(R_SEND, 0), 0);
+    sched_dep(&s[0], b, a, 1);
+    sched_recv(&s[1], 0, 0, sbuf(R_RECV, 0), 0);
+    for (int r = 0; r < 2; r++) {
+        struct sched_env e = env_of(tp[r], 64, 2, 1);
+        cr_assert_eq(sched_start(&s[r], &e, NULL, NULL), FC_SUCCESS);
+    }
+    cr_assert_eq(run_all(s, tp, 2), 0);
+    uint64_t msgs, bytes;
+    loop_fabric_stats(f, &msgs, &bytes);
+    cr_assert_eq(msgs, 0);
+    for (int r = 0; r < 2; r++)
+        sched_release(&s[r]);
+    loop_fabric_destroy(f);
+}
+
+Test(sched, length_mismatch_is_an_error)
+{
+    struct loop_fabric *f = loop_fabric_create(2, 0);
+    struct transport *tp[2] = {loop_transport(f, 0), loop_transport(f, 1)};
+    char a[100] = {0}, b[200];
+    struct sched s[2];
+    for (int r = 0; r < 2; r++)
+        sched_init(&s[r], FC_UINT8, FC_SUM, 2);
+    s[1].coll_name = "allreduce";
+    s[1].algo_name = "ring";
+    sched_send(&s[0], 1, 0, sbuf(R_SEND, 0), 100);
+    sched_recv(&s[1], 0, 0, sbuf(R_RECV, 0), 200);
+    for (int r = 0; r < 2; r++) {
+        struct sched_env e = env_of(tp[r], 0, 2, 1);
+        cr_assert_eq(sched_start(&s[r], &e, a, b), FC_SUCCESS);
+    }
+    cr_assert_eq(run_all(s, tp, 2), -1);
+    cr_assert_eq(s[1].status, FC_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(s[1].errmsg, "rank 0") && strstr(s[1].errmsg, "100 bytes") &&
+                  strstr(s[1].errmsg, "200"),
+              "unhelpful: %s", s[1].errmsg);
+    for (int r = 0; r < 2; r++)
+        sched_release(&s[r]);
+    loop_fabric_destroy(f);
+}
+
+Test(sched, backward_dependency_rejected)
+{
+    struct sched s;
+    sched_init(&s, FC_FLOAT32, FC_SUM, 2);
+    int a = sched_nop(&s);
+    int b = sched_nop(&s);
+    sched_dep(&s, a, b, 0);
+    cr_assert_eq(s.build_err, FC_ERR_INTERNAL);
+    struct sched_env e = {0};
+    cr_assert_eq(sched_start(&s, &e, NULL, NULL), FC_ERR_INTERNAL);
+    sched_release(&s);
+}
+
+Test(sched, local_steps_and_fence)
+{
+    /* one rank: copy, reduce, scale chained, 3-chunk steps */
+    struct loop_fabric *f = loop_fabric_create(1, 0);
+    struct transport *tp = loop_transport(f, 0);
+    float in[48], out[48];
+    for (int i = 0; i < 48; i++)
+        in[i] = (float)i;
+    struct sched s;
+    sched_init(&s, FC_FLOAT32, FC_AVG, 4);
+    size_t sc = sched_scratch(&s, sizeof(in));
+    int c1 = sched_copy(&s, sbuf(R_SCRATCH, sc), sbuf(R_SEND, 0), sizeof(in));
+    int r1 = sched_reduce(&s, sbuf(R_RECV, 0), sbuf(R_SCRATCH, sc), sbuf(R_SEND, 0), sizeof(in));
+    sched_dep(&s, r1, c1, 1);
+    int fe = sched_fence(&s, 0);
+    int s1 = sched_scale(&s, sbuf(R_RECV, 0), sizeof(in));
+    sched_dep(&s, s1, fe, 0);
+    struct sched_env e = env_of(tp, 64, 2, 1);
+    cr_assert_eq(sched_start(&s, &e, in, out), FC_SUCCESS);
+    cr_assert_eq(sched_advance(&s), FC_SUCCESS);
+    cr_assert(sched_done(&s));
+    for (int i = 0; i < 48; i++)
+        cr_assert_float_eq(out[i], 2.0f * i / 4.0f, 0, "element %d: %g", i, out[i]);
+    sched_release(&s);
+    loop_fabric_destroy(f);
+}
