@@ -96,6 +96,22 @@ int sched_recv(struct sched *s, int peer, uint32_t tag, struct sched_buf dst, si
     return i;
 }
 
+int sched_signal(struct sched *s, int peer, uint32_t tag)
+{
+    int i = sched_send(s, peer, tag, sbuf(R_NONE, 0), 0);
+    if (i >= 0)
+        s->steps[i].zmsg = 1;
+    return i;
+}
+
+int sched_wait_signal(struct sched *s, int peer, uint32_t tag)
+{
+    int i = sched_recv(s, peer, tag, sbuf(R_NONE, 0), 0);
+    if (i >= 0)
+        s->steps[i].zmsg = 1;
+    return i;
+}
+
 int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
                  size_t len)
 {
@@ -263,6 +279,8 @@ static int chunk_ready(const struct sched *s, const struct sched_step *st, uint3
 
 static inline char *ptr_of(const struct sched *s, struct sched_buf b, size_t extra)
 {
+    if (b.region == R_NONE)
+        return NULL;
     return (char *)s->base[b.region] + b.off + extra;
 }
 
@@ -451,7 +469,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
     uint32_t n = s->nsteps;
     /* zero-length steps wait for chunked predecessors in full */
     for (uint32_t e = 0; e < s->nedges; e++)
-        if (s->steps[s->edges[e].step].len == 0)
+        if (s->steps[s->edges[e].step].len == 0 || s->steps[s->edges[e].pred].zmsg)
             s->edges[e].chunked = 0;
     s->preds = malloc(((size_t)s->nedges + 1) * sizeof(*s->preds));
     s->succs = malloc(((size_t)s->nedges + 1) * sizeof(*s->succs));
@@ -472,7 +490,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
         sf += st->nsucc;
         st->npred = st->nsucc = 0;
         size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : st->len;
-        st->nchunks = st->len == 0 ? 0 : (uint32_t)((st->len + c - 1) / c);
+        st->nchunks = st->len == 0 ? st->zmsg : (uint32_t)((st->len + c - 1) / c);
     }
     for (uint32_t e = 0; e < s->nedges; e++) {
         struct sched_step *dep = &s->steps[s->edges[e].step];

@@ -64,6 +64,7 @@ struct sched_step {
     uint8_t op;
     uint8_t queued;     /* in the worklist */
     uint8_t complete;
+    uint8_t zmsg;       /* SEND/RECV of a zero-byte message (a signal) */
     struct sched_buf dst, a, b;
     size_t len;         /* bytes */
     int peer;           /* communicator rank (SEND/RECV) */
@@ -136,6 +137,10 @@ void sched_init(struct sched *s, fc_datatype_t dt, fc_op_t op, int nranks);
  * in s->build_err (sched_dep ignores -1, so builders check once at the end). */
 int sched_send(struct sched *s, int peer, uint32_t tag, struct sched_buf src, size_t len);
 int sched_recv(struct sched *s, int peer, uint32_t tag, struct sched_buf dst, size_t len);
+/* A zero-byte message: sent and matched like any other, for barriers and
+ * handshakes (a zero-length sched_send sends nothing at all). */
+int sched_signal(struct sched *s, int peer, uint32_t tag);
+int sched_wait_signal(struct sched *s, int peer, uint32_t tag);
 int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
                  size_t len);
 int sched_copy(struct sched *s, struct sched_buf dst, struct sched_buf src, size_t len);

@@ -332,3 +332,30 @@ Test(sched, local_steps_and_fence)
     sched_release(&s);
     loop_fabric_destroy(f);
 }
+
+Test(sched, signals_are_zero_byte_messages)
+{
+    struct loop_fabric *f = loop_fabric_create(2, 0);
+    struct transport *tp[2] = {loop_transport(f, 0), loop_transport(f, 1)};
+    struct sched s[2];
+    for (int r = 0; r < 2; r++)
+        sched_init(&s[r], FC_FLOAT32, FC_SUM, 2);
+    int a = sched_signal(&s[0], 1, 3);
+    int w = sched_wait_signal(&s[0], 1, 4);
+    sched_dep(&s[0], w, a, 1);
+    int w1 = sched_wait_signal(&s[1], 0, 3);
+    int a1 = sched_signal(&s[1], 0, 4);
+    sched_dep(&s[1], a1, w1, 1); /* chunked on a signal means full */
+    for (int r = 0; r < 2; r++) {
+        struct sched_env e = env_of(tp[r], 64, 2, 1);
+        cr_assert_eq(sched_start(&s[r], &e, NULL, NULL), FC_SUCCESS);
+    }
+    cr_assert_eq(run_all(s, tp, 2), 0);
+    uint64_t msgs, bytes;
+    loop_fabric_stats(f, &msgs, &bytes);
+    cr_assert_eq(msgs, 2);
+    cr_assert_eq(bytes, 0);
+    for (int r = 0; r < 2; r++)
+        sched_release(&s[r]);
+    loop_fabric_destroy(f);
+}
