@@ -33,6 +33,8 @@ static const char *level_name(int level)
 
 static const char *subsys_name(unsigned s)
 {
+    if (s != LOG_ALL)
+        s &= -s; /* a message of several subsystems is named by the first */
     switch (s) {
     case LOG_INIT: return "INIT";
     case LOG_BOOT: return "BOOT";

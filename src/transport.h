@@ -35,6 +35,7 @@ struct xfer {
     uint64_t tag;
     size_t len;
     void *buf;
+    void *tpriv;       /* transport's own use (e.g. a registration to drop) */
     struct xfer *next; /* owner's free list */
     const char *errmsg; /* set by the transport on error; valid during done() */
 };

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Opening a communicator's endpoint: fabric, domain, completion queue,
+ * address vector, endpoint; inserting the peers; closing it all again.
+ * Every failure names the call, the provider, and a likely fix.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "prov_int.h"
+
+static int fabric_penalty(const char *f)
+{
+    if (!f)
+        return 0;
+    if (strncmp(f, "fe80:", 5) == 0)
+        return 20;
+    return strchr(f, ':') ? 10 : 0;
+}
+
+static int in_list(const char *list, const char *word)
+{
+    size_t wl = strlen(word);
+    for (const char *p = list; p && *p;) {
+        const char *c = strchr(p, ',');
+        size_t l = c ? (size_t)(c - p) : strlen(p);
+        if (l == wl && strncmp(p, word, l) == 0)
+            return 1;
+        p = c ? c + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Lower is better; -1: not allowed by FC_IFACE / FC_NICS. */
+static int score(const cfg_t *cfg, const struct fi_info *fi, int nnodes, const char *hint)
+{
+    const char *dom = fi->domain_attr->name ? fi->domain_attr->name : "";
+    const char *fab = fi->fabric_attr->name ? fi->fabric_attr->name : "";
+    fc_tier_t tier = prov_tier_of(fi->fabric_attr->prov_name);
+    if (tier == FC_TIER_NET && cfg->iface[0] && !in_list(cfg->iface, dom))
+        return -1;
+    if (tier == FC_TIER_RDMA && cfg->nics[0] && !in_list(cfg->nics, dom))
+        return -1;
+    int s = fabric_penalty(fab);
+    if (hint && hint[0] && strcmp(hint, fab) != 0)
+        s += 100;
+    int lo = prov_is_loopback(fi);
+    if (nnodes == 1 && !lo)
+        s += 5;
+    if (nnodes > 1 && lo)
+        s += 1000;
+    return s;
+}
+
+fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char *fabric_hint,
+                      struct prov_ep **out, void *addr, size_t *addrlen)
+{
+    fc_result_t rc = FC_SUCCESS;
+    struct fi_info *hints = NULL, *list = NULL;
+    int ret;
+    struct prov_ep *p = calloc(1, sizeof(*p));
+    if (!p)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory opening provider %s", name);
+    p->base.ops = &prov_transport_ops;
+    p->cfg = cfg;
+    p->wait_fd = -1;
+    p->next_key = 1;
+    snprintf(p->prov_name, sizeof(p->prov_name), "%s", name);
+    p->tier = prov_tier_of(name);
+
+    /* RMA where offered (the rendezvous protocol writes with it), else
+     * tagged messages alone */
+    for (int pass = 0; pass < 2 && !list; pass++) {
+        hints = prov_hints(pass == 0 ? FI_RMA : 0);
+        if (!hints) {
+            rc = FC_ERR(FC_ERR_NO_MEMORY, "fi_allocinfo failed");
+            goto fail;
+        }
+        hints->fabric_attr->prov_name = strdup(name);
+        ret = fi_getinfo(FI_VERSION(1, 11), NULL, NULL, 0, hints, &list);
+        fi_freeinfo(hints);
+        hints = NULL;
+        if (ret)
+            list = NULL;
+    }
+    if (!list) {
+        rc = FC_ERR(FC_ERR_FABRIC,
+                    "fi_getinfo for provider %s on host %s returned nothing, although it was "
+                    "listed moments ago. Fix: check `fi_info -p %s`",
+                    name, log_hostname(), name);
+        goto fail;
+    }
+    struct fi_info *best = NULL;
+    int best_score = 0;
+    char domains[256];
+    size_t dl = 0;
+    domains[0] = '\0';
+    for (struct fi_info *fi = list; fi; fi = fi->next) {
+        if (!fi->fabric_attr->prov_name || strcmp(fi->fabric_attr->prov_name, name) != 0)
+            continue;
+        if (dl < sizeof(domains) && !strstr(domains, fi->domain_attr->name))
+            dl += (size_t)snprintf(domains + dl, sizeof(domains) - dl, "%s%s", dl ? ", " : "",
+                                   fi->domain_attr->name);
+        int s = score(cfg, fi, nnodes, fabric_hint);
+        if (s < 0)
+            continue;
+        if (!best || s < best_score) {
+            best = fi;
+            best_score = s;
+        }
+    }
+    if (!best) {
+        if (p->tier == FC_TIER_NET && cfg->iface[0])
+            rc = FC_ERR(FC_ERR_FABRIC,
+                        "FC_IFACE=%s is not offered by provider %s on host %s (it offers: %s). "
+                        "Fix: set FC_IFACE to one of those, or unset it",
+                        cfg->iface, name, log_hostname(), domains);
+        else if (cfg->nics[0])
+            rc = FC_ERR(FC_ERR_FABRIC,
+                        "FC_NICS=%s names no domain of provider %s on host %s (it offers: %s)",
+                        cfg->nics, name, log_hostname(), domains);
+        else
+            rc = FC_ERR(FC_ERR_FABRIC, "provider %s offers no usable domain on host %s", name,
+                        log_hostname());
+        goto fail;
+    }
+    p->info = fi_dupinfo(best);
+    fi_freeinfo(list);
+    list = NULL;
+    if (!p->info) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "fi_dupinfo failed");
+        goto fail;
+    }
+    const char *fab = p->info->fabric_attr->name, *dom = p->info->domain_attr->name;
+
+    ret = fi_fabric(p->info->fabric_attr, &p->fabric, NULL);
+    if (ret) {
+        rc = FC_ERR(FC_ERR_FABRIC, "fi_fabric(%s, provider %s) failed on host %s: %s (%d)", fab,
+                    name, log_hostname(), fi_strerror(-ret), ret);
+        goto fail;
+    }
+    ret = fi_domain(p->fabric, p->info, &p->domain, NULL);
+    if (ret) {
+        rc = FC_ERR(FC_ERR_FABRIC,
+                    "fi_domain(%s, provider %s) failed on host %s: %s (%d). Fix: check the "
+                    "device with `fi_info -p %s -v` (and ibv_devinfo for verbs)",
+                    dom, name, log_hostname(), fi_strerror(-ret), ret, name);
+        goto fail;
+    }
+    struct fi_cq_attr cq_attr;
+    memset(&cq_attr, 0, sizeof(cq_attr));
+    cq_attr.format = FI_CQ_FORMAT_TAGGED;
+    cq_attr.size = p->info->rx_attr->size + p->info->tx_attr->size;
+    if (cq_attr.size < 1024)
+        cq_attr.size = 1024;
+    /* a file descriptor lets a waiting rank sleep in poll() instead of
+     * spinning (oversubscribed nodes); not every provider has one */
+    cq_attr.wait_obj = FI_WAIT_FD;
+    ret = fi_cq_open(p->domain, &cq_attr, &p->cq, NULL);
+    if (ret == 0) {
+        if (fi_control(&p->cq->fid, FI_GETWAIT, &p->wait_fd) != 0)
+            p->wait_fd = -1;
+    } else {
+        cq_attr.wait_obj = FI_WAIT_NONE;
+        ret = fi_cq_open(p->domain, &cq_attr, &p->cq, NULL);
+    }
+    if (ret) {
+        rc = FC_ERR(FC_ERR_FABRIC, "fi_cq_open(size %zu, provider %s) failed on host %s: %s (%d)",
+                    cq_attr.size, name, log_hostname(), fi_strerror(-ret), ret);
+        goto fail;
+    }
+    struct fi_av_attr av_attr;
+    memset(&av_attr, 0, sizeof(av_attr));
+    av_attr.type = FI_AV_TABLE;
+    ret = fi_av_open(p->domain, &av_attr, &p->av, NULL);
+    if (ret) {
+        rc = FC_ERR(FC_ERR_FABRIC, "fi_av_open(provider %s) failed on host %s: %s (%d)", name,
+                    log_hostname(), fi_strerror(-ret), ret);
+        goto fail;
+    }
+    ret = fi_endpoint(p->domain, p->info, &p->ep, NULL);
+    if (ret) {
+        rc = FC_ERR(FC_ERR_FABRIC,
+                    "fi_endpoint(provider %s, domain %s) failed on host %s: %s (%d)%s", name, dom,
+                    log_hostname(), fi_strerror(-ret), ret,
+                    p->tier == FC_TIER_SHM ? ". Fix: check free space in /dev/shm" : "");
+        goto fail;
+    }
+    if ((ret = fi_ep_bind(p->ep, &p->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+        (ret = fi_ep_bind(p->ep, &p->av->fid, 0)) || (ret = fi_enable(p->ep))) {
+        rc = FC_ERR(FC_ERR_FABRIC, "binding/enabling the endpoint (provider %s) failed: %s (%d)",
+                    name, fi_strerror(-ret), ret);
+        goto fail;
+    }
+    size_t alen = PROV_ADDR_MAX;
+    memset(addr, 0, PROV_ADDR_MAX);
+    ret = fi_getname(&p->ep->fid, addr, &alen);
+    if (ret) {
+        rc = FC_ERR(FC_ERR_FABRIC, "fi_getname(provider %s) failed: %s (%d) (address of %zu bytes)",
+                    name, fi_strerror(-ret), ret, alen);
+        goto fail;
+    }
+    *addrlen = alen;
+    p->mr_mode = p->info->domain_attr->mr_mode | prov_mr_mode_of_cfg(cfg->mr_mode_force);
+    p->inject_size = p->info->tx_attr->inject_size;
+    p->hmem = 0;
+    FC_INFO(LOG_NET, "opened %s: fabric %s, domain %s, inject %zu, mr_mode 0x%llx%s, wait %s",
+            name, fab, dom, p->inject_size, (unsigned long long)p->mr_mode,
+            cfg->mr_mode_force ? " (FC_MR_MODE adds bits)" : "", p->wait_fd >= 0 ? "fd" : "poll");
+    *out = p;
+    return FC_SUCCESS;
+fail:
+    if (list)
+        fi_freeinfo(list);
+    prov_close(p);
+    return rc;
+}
+
+fc_result_t prov_connect(struct prov_ep *p, int nranks, const char *addrs,
+                         const char *const *names, int self)
+{
+    p->nranks = nranks;
+    p->self = self;
+    p->addrs = calloc((size_t)nranks, sizeof(*p->addrs));
+    p->names = calloc((size_t)nranks, sizeof(*p->names));
+    if (!p->addrs || !p->names)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d peers", nranks);
+    for (int r = 0; r < nranks; r++) {
+        snprintf(p->names[r], sizeof(p->names[r]), "%s", names ? names[r] : "?");
+        int ret = fi_av_insert(p->av, addrs + (size_t)r * PROV_ADDR_MAX, 1, &p->addrs[r], 0, NULL);
+        if (ret != 1)
+            return FC_ERR(FC_ERR_FABRIC,
+                          "fi_av_insert of rank %d's address (%s, provider %s) failed: %s (%d). "
+                          "Fix: every rank must reach the others over the chosen fabric (%s); "
+                          "check routes and firewalls, or FC_IFACE",
+                          r, p->names[r], p->prov_name, ret < 0 ? fi_strerror(-ret) : "not inserted",
+                          ret, p->info->fabric_attr->name);
+    }
+    return FC_SUCCESS;
+}
+
+struct transport *prov_transport(struct prov_ep *p)
+{
+    return &p->base;
+}
+
+void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr)
+{
+    snprintf(attr->provider, sizeof(attr->provider), "%s", p->prov_name);
+    snprintf(attr->fabric, sizeof(attr->fabric), "%s", p->info->fabric_attr->name);
+    snprintf(attr->domain, sizeof(attr->domain), "%s", p->info->domain_attr->name);
+    attr->tier = p->tier;
+    attr->hmem = p->hmem;
+    attr->nrails = 1;
+}
+
+void prov_close(struct prov_ep *p)
+{
+    if (!p)
+        return;
+    if (p->ep)
+        fi_close(&p->ep->fid);
+    prov_mr_close_all(p);
+    if (p->av)
+        fi_close(&p->av->fid);
+    if (p->cq)
+        fi_close(&p->cq->fid);
+    if (p->domain)
+        fi_close(&p->domain->fid);
+    if (p->fabric)
+        fi_close(&p->fabric->fid);
+    if (p->info)
+        fi_freeinfo(p->info);
+    free(p->addrs);
+    free(p->names);
+    free(p->local);
+    free(p);
+}

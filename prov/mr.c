@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Memory registration, honouring whatever mr_mode the provider demands (or
+ * FC_MR_MODE forces, to run verbs' code paths on tcp):
+ *  - FI_MR_LOCAL: every buffer handed to a send/recv needs a descriptor;
+ *  - FI_MR_PROV_KEY: the provider picks the key (else we request unique ones);
+ *  - FI_MR_ENDPOINT: a registration is bound to the endpoint and enabled;
+ *  - FI_MR_VIRT_ADDR: remote addresses are virtual addresses (RMA);
+ *  - FI_MR_ALLOCATED: only mapped memory is registered (always true here).
+ *
+ * Registrations live in one list per endpoint. Memory the transport hands
+ * out (scratch) stays registered until it is freed; user buffers are
+ * registered for the transfers that use them and dropped when the last
+ * one completes: a user may free a buffer as soon as a call returns, and a
+ * stale registration of freed memory would corrupt data on an RDMA NIC.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "log.h"
+#include "prov_int.h"
+
+static fc_result_t reg(struct prov_ep *p, void *buf, size_t len, struct prov_mr *m)
+{
+    uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    uint64_t key = (p->mr_mode & FI_MR_PROV_KEY) ? 0 : p->next_key++;
+    uint64_t flags = 0;
+    int ret = fi_mr_reg(p->domain, buf, len, access, 0, key, flags, &m->mr, NULL);
+    if (ret == -FI_EINVAL || ret == -FI_ENOSYS) /* providers without remote access rights */
+        ret = fi_mr_reg(p->domain, buf, len, FI_SEND | FI_RECV, 0, key, flags, &m->mr, NULL);
+    if (ret) {
+        struct rlimit rl;
+        getrlimit(RLIMIT_MEMLOCK, &rl);
+        char lim[64];
+        if (rl.rlim_cur == RLIM_INFINITY)
+            snprintf(lim, sizeof(lim), "unlimited");
+        else
+            snprintf(lim, sizeof(lim), "%llu KiB", (unsigned long long)rl.rlim_cur / 1024);
+        return FC_ERR(FC_ERR_FABRIC,
+                      "fi_mr_reg(%p, %zu bytes, provider %s) failed on host %s: %s (%d). Fix: "
+                      "raise the locked-memory limit (now %s: ulimit -l unlimited, or memlock "
+                      "in /etc/security/limits.conf and Slurm's PropagateResourceLimits)",
+                      buf, len, p->prov_name, log_hostname(), fi_strerror(-ret), ret, lim);
+    }
+    if (p->mr_mode & FI_MR_ENDPOINT) {
+        ret = fi_mr_bind(m->mr, &p->ep->fid, 0);
+        if (!ret)
+            ret = fi_mr_enable(m->mr);
+        if (ret && ret != -FI_ENOSYS) {
+            fi_close(&m->mr->fid);
+            m->mr = NULL;
+            return FC_ERR(FC_ERR_FABRIC,
+                          "fi_mr_bind/fi_mr_enable of a %zu-byte region (provider %s) failed: "
+                          "%s (%d)",
+                          len, p->prov_name, fi_strerror(-ret), ret);
+        }
+    }
+    m->desc = fi_mr_desc(m->mr);
+    m->key = fi_mr_key(m->mr);
+    m->base = buf;
+    m->len = len;
+    return FC_SUCCESS;
+}
+
+fc_result_t prov_mr_acquire(struct prov_ep *p, const void *buf, size_t len, struct prov_mr **out)
+{
+    const char *b = buf;
+    for (struct prov_mr *m = p->mrs; m; m = m->next)
+        if (b >= m->base && b + len <= m->base + m->len) {
+            m->refs++;
+            *out = m;
+            return FC_SUCCESS;
+        }
+    struct prov_mr *m = calloc(1, sizeof(*m));
+    if (!m)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a registration");
+    fc_result_t rc = reg(p, (void *)buf, len ? len : 1, m);
+    if (rc != FC_SUCCESS) {
+        free(m);
+        return rc;
+    }
+    m->refs = 1;
+    m->next = p->mrs;
+    p->mrs = m;
+    FC_TRACE(LOG_MR, "registered %p+%zu key 0x%llx", buf, len, (unsigned long long)m->key);
+    *out = m;
+    return FC_SUCCESS;
+}
+
+static void unlink_mr(struct prov_ep *p, struct prov_mr *m)
+{
+    for (struct prov_mr **pp = &p->mrs; *pp; pp = &(*pp)->next)
+        if (*pp == m) {
+            *pp = m->next;
+            return;
+        }
+}
+
+void prov_mr_release(struct prov_ep *p, struct prov_mr *m)
+{
+    if (!m || --m->refs > 0 || m->persistent)
+        return;
+    unlink_mr(p, m);
+    fi_close(&m->mr->fid);
+    free(m);
+}
+
+void prov_mr_close_all(struct prov_ep *p)
+{
+    struct prov_mr *m = p->mrs;
+    while (m) {
+        struct prov_mr *n = m->next;
+        if (m->mr)
+            fi_close(&m->mr->fid);
+        free(m);
+        m = n;
+    }
+    p->mrs = NULL;
+}
+
+void *prov_mem_alloc(struct transport *t, size_t len)
+{
+    struct prov_ep *p = ep_of(t);
+    void *ptr = NULL;
+    if (posix_memalign(&ptr, 4096, len ? len : 1) != 0)
+        return NULL;
+    if (!(p->mr_mode & FI_MR_LOCAL))
+        return ptr;
+    struct prov_mr *m;
+    if (prov_mr_acquire(p, ptr, len, &m) != FC_SUCCESS) {
+        free(ptr);
+        return NULL;
+    }
+    m->persistent = 1;
+    return ptr;
+}
+
+void prov_mem_free(struct transport *t, void *ptr, size_t len)
+{
+    struct prov_ep *p = ep_of(t);
+    (void)len;
+    for (struct prov_mr *m = p->mrs; m; m = m->next)
+        if (m->persistent && m->base == ptr) {
+            unlink_mr(p, m);
+            fi_close(&m->mr->fid);
+            free(m);
+            break;
+        }
+    free(ptr);
+}

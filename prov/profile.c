@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Per-provider facts: where a provider sits on the tier ladder, its
+ * preference within the ladder, pipeline defaults, and the cost model's
+ * parameters. One table, so adding a provider is one row.
+ */
+#include <string.h>
+
+#include "prov_int.h"
+
+struct profile {
+    const char *prefix;  /* matches the core provider: "verbs" matches "verbs;ofi_rxm" */
+    fc_tier_t tier;
+    uint16_t pref;       /* lower is better */
+    size_t chunk;        /* pipeline chunk, bytes */
+    int window;          /* chunks in flight per step */
+    size_t eager_max;    /* largest eager message */
+    double alpha, beta;  /* cost model: s per message, s per byte */
+};
+
+/* The ladder: shm (single node) first, native RDMA providers, then tcp,
+ * other emulations, sockets last. Numbers are conservative defaults; the
+ * tuner's table for the cost model. */
+static const struct profile profiles[] = {
+    {"shm", FC_TIER_SHM, 0, 512 << 10, 4, 16 << 10, 1.5e-6, 1.0 / 4.0e9},
+    {"verbs", FC_TIER_RDMA, 100, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
+    {"efa", FC_TIER_RDMA, 101, 512 << 10, 8, 8 << 10, 15e-6, 1.0 / 10e9},
+    {"psm3", FC_TIER_RDMA, 102, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
+    {"cxi", FC_TIER_RDMA, 103, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 20e9},
+    {"opx", FC_TIER_RDMA, 104, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
+    {"psm2", FC_TIER_RDMA, 105, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
+    {"ucx", FC_TIER_RDMA, 106, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
+    {"usnic", FC_TIER_RDMA, 107, 512 << 10, 8, 8 << 10, 5e-6, 1.0 / 5e9},
+    {"tcp", FC_TIER_NET, 200, 1 << 20, 4, 64 << 10, 25e-6, 1.0 / 1.5e9},
+    {"net", FC_TIER_NET, 250, 1 << 20, 4, 64 << 10, 25e-6, 1.0 / 1.5e9},
+    {"udp", FC_TIER_NET, 300, 256 << 10, 4, 16 << 10, 50e-6, 1.0 / 0.5e9},
+    {"sockets", FC_TIER_NET, 350, 256 << 10, 4, 16 << 10, 50e-6, 1.0 / 0.8e9},
+};
+static const struct profile unknown = {"", FC_TIER_NET, 275, 512 << 10, 4, 16 << 10,
+                                       25e-6, 1.0 / 1e9};
+
+static const struct profile *profile_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++) {
+        size_t l = strlen(profiles[i].prefix);
+        if (strncmp(name, profiles[i].prefix, l) == 0 && (name[l] == '\0' || name[l] == ';'))
+            return &profiles[i];
+    }
+    return &unknown;
+}
+
+fc_tier_t prov_tier_of(const char *name)
+{
+    return profile_of(name)->tier;
+}
+
+uint16_t prov_pref_of(const char *name)
+{
+    return profile_of(name)->pref;
+}
+
+void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, size_t *chunk, int *window,
+                 size_t *eager_max)
+{
+    const struct profile *pr = profile_of(p->prov_name);
+    *chunk = cfg->chunk_size ? cfg->chunk_size : pr->chunk;
+    *window = cfg->inflight > 0 ? cfg->inflight : pr->window;
+    *eager_max = cfg->eager_max ? cfg->eager_max : pr->eager_max;
+}
+
+void prov_cost_params(const char *name, int nnodes, double *alpha, double *beta, double *gamma)
+{
+    const struct profile *pr = profile_of(name);
+    *alpha = pr->alpha;
+    *beta = pr->beta;
+    /* a local reduction pass reads two inputs and writes one: about a third
+     * of single-core copy bandwidth (~8 GB/s here) */
+    *gamma = 1.0 / 3.0e9;
+    (void)nnodes;
+}

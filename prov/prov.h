@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The fabric layer's face to the core. Everything that includes
+ * <rdma/fabric.h> lives behind this header; src/ and coll/ see providers as
+ * names, tiers and a struct transport.
+ *
+ * Life of a communicator's fabric:
+ *   prov_discover()  each rank lists the providers it could use (ranked);
+ *   prov_agree()     every rank runs the same pure function on every
+ *                    rank's list and gets the same choice (or error);
+ *   prov_open()      opens fabric/domain/endpoint/AV/CQ for the choice and
+ *                    returns this rank's address blob;
+ *   prov_connect()   inserts every rank's address into the AV;
+ *   prov_transport() the struct transport the engine runs schedules on;
+ *   prov_close()     tears down whatever exists (works half-built).
+ */
+#ifndef FC_PROV_H
+#define FC_PROV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "fabcoll.h"
+#include "transport.h"
+
+#define PROV_NAME_LEN 32
+#define PROV_FABRIC_LEN 48
+#define PROV_MAX_CANDS 12
+#define PROV_ADDR_MAX 160
+
+struct prov_cand {
+    char name[PROV_NAME_LEN];     /* fi_info's prov_name, e.g. "tcp;ofi_rxm" */
+    char fabric[PROV_FABRIC_LEN]; /* fabric name (a subnet for tcp) */
+    char domain[PROV_NAME_LEN];   /* domain (an interface for tcp) */
+    uint8_t tier;                 /* fc_tier_t */
+    uint8_t hmem, rma, loopback;  /* FI_HMEM, FI_RMA offered; domain is loopback */
+    uint16_t pref;                /* lower is better, within the ladder */
+};
+
+/* What one rank can use; fixed size so it travels in an allgather. */
+struct prov_list {
+    uint32_t n;
+    uint32_t fi_version;          /* libfabric runtime version */
+    struct prov_cand c[PROV_MAX_CANDS];
+};
+
+/* Lists usable providers (FI_EP_RDM with FI_TAGGED|FI_MSG), best first by
+ * tier ladder: shm, RDMA providers, tcp, others, sockets last. FI_PROVIDER
+ * narrows it (libfabric applies it). Empty list: FC_ERR_FABRIC with the
+ * reason and the fix. */
+fc_result_t prov_discover(const cfg_t *cfg, struct prov_list *out);
+
+/* Chooses the provider every rank will use: the best tier all ranks have
+ * (shm only when nnodes == 1). lists[r] is rank r's list. On success
+ * writes the provider name to choice, a fabric every rank has for it to
+ * fabric (empty if none is common: each rank then picks its own), and, to
+ * why, the rejected better tiers with reasons ("shm: ranks on 2 nodes;
+ * verbs;ofi_rxm: rank 3 lacks it"). Deterministic: every rank computes the
+ * same answer. */
+fc_result_t prov_agree(const struct prov_list *lists, int nranks, int nnodes,
+                       const char *const *hostnames, char *choice, size_t choice_len,
+                       char *fabric, size_t fabric_len, char *why, size_t why_len);
+
+struct prov_ep;
+
+/* Opens the endpoint for provider `name` on this rank. mine is this rank's
+ * list (used to pick the fabric/domain: one all ranks share if possible,
+ * else loopback on a single node, else the first non-loopback one).
+ * Writes the endpoint address into addr (PROV_ADDR_MAX bytes). */
+fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char *fabric_hint,
+                      struct prov_ep **out, void *addr, size_t *addrlen);
+/* addrs: nranks blobs of PROV_ADDR_MAX bytes; names: "host:pid" per rank
+ * for error messages. */
+fc_result_t prov_connect(struct prov_ep *p, int nranks, const char *addrs,
+                         const char *const *names, int self);
+struct transport *prov_transport(struct prov_ep *p);
+/* Fills provider, fabric, domain, tier, hmem. */
+void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr);
+/* Per-provider defaults (profile.c) after FC_* overrides. */
+void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, size_t *chunk, int *window,
+                 size_t *eager_max);
+/* Cost-model parameters for the tuner (seconds, seconds/byte). */
+void prov_cost_params(const char *prov_name, int nnodes, double *alpha, double *beta,
+                      double *gamma);
+/* Tier of a provider by name (the ladder). */
+fc_tier_t prov_tier_of(const char *prov_name);
+void prov_close(struct prov_ep *p);
+
+/* fc_info: prints every provider fi_getinfo reports, with tier, caps and
+ * mr_mode, to file (a FILE *). */
+void prov_print_info(void *file, int verbose);
+/* The libfabric version "1.17" for messages. */
+const char *prov_fi_version(void);
+
+#endif /* FC_PROV_H */

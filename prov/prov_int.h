@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Inside the fabric layer: the endpoint object and the helpers its files
+ * share. Only prov/ includes this (and with it <rdma/fabric.h>). */
+#ifndef FC_PROV_INT_H
+#define FC_PROV_INT_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include "prov.h"
+
+/* One registered range. Persistent entries back memory the transport
+ * handed out (scratch); the others are user buffers registered for the
+ * duration of transfers (FI_MR_LOCAL) and kept in an LRU cache. */
+struct prov_mr {
+    struct prov_mr *next;
+    char *base;
+    size_t len;
+    struct fid_mr *mr;
+    void *desc;
+    uint64_t key;
+    int refs;
+    int persistent;
+};
+
+struct prov_done {
+    struct xfer *x;
+    size_t len;
+};
+
+struct prov_ep {
+    struct transport base;
+    const cfg_t *cfg;
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    struct fid_ep *ep;
+    int wait_fd;          /* -1: no fd to block on */
+    char prov_name[PROV_NAME_LEN];
+    fc_tier_t tier;
+    int hmem;
+    uint64_t mr_mode;     /* what we honour: provider's demand | FC_MR_MODE */
+    size_t inject_size;
+    uint64_t next_key;    /* requested keys when the provider does not pick them */
+    struct prov_mr *mrs;  /* registrations */
+    size_t mr_cached_bytes;
+    /* peers */
+    int nranks, self;
+    fi_addr_t *addrs;
+    char (*names)[64];
+    /* completions made locally (injects), delivered at the next progress */
+    struct prov_done *local;
+    size_t nlocal, caplocal;
+    char errbuf[512];
+};
+
+static inline struct prov_ep *ep_of(struct transport *t)
+{
+    return (struct prov_ep *)t;
+}
+
+/* fi_getinfo hints for an RDM tagged endpoint honouring every mr_mode bit
+ * we can. caps_extra: FI_RMA / FI_HMEM probes. */
+struct fi_info *prov_hints(uint64_t caps_extra);
+uint64_t prov_mr_mode_of_cfg(unsigned cfg_bits);
+int prov_is_loopback(const struct fi_info *fi);
+
+/* mr.c */
+fc_result_t prov_mr_acquire(struct prov_ep *p, const void *buf, size_t len, struct prov_mr **out);
+void prov_mr_release(struct prov_ep *p, struct prov_mr *m);
+void prov_mr_close_all(struct prov_ep *p);
+void *prov_mem_alloc(struct transport *t, size_t len);
+void prov_mem_free(struct transport *t, void *ptr, size_t len);
+
+/* xfer.c */
+extern const struct transport_ops prov_transport_ops;
+
+/* profile.c */
+uint16_t prov_pref_of(const char *prov_name);
+
+#endif /* FC_PROV_INT_H */

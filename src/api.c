@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The public entry points: argument checks (each failure is
+ * FC_ERR_INVALID_ARGUMENT with a message naming the call and the
+ * argument, before anything is sent), then the communicator layer.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "boot.h"
+#include "comm.h"
+#include "log.h"
+#include "mem.h"
+
+/* ---- argument checks ------------------------------------------------------ */
+
+static fc_result_t check_comm(fc_comm_t c)
+{
+    if (!c)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "comm is NULL");
+    return FC_SUCCESS;
+}
+
+static fc_result_t check_type(fc_datatype_t dt, size_t *esize)
+{
+    if (!reduce_dt_valid((int)dt))
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "datatype %d is not valid (FC_INT8 .. FC_FLOAT64, 0..9)", (int)dt);
+    *esize = fc_datatype_size(dt);
+    return FC_SUCCESS;
+}
+
+static fc_result_t check_op(fc_op_t op)
+{
+    if (!reduce_op_valid((int)op))
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "op %d is not valid (FC_SUM, FC_PROD, FC_MIN, FC_MAX, FC_AVG)", (int)op);
+    return FC_SUCCESS;
+}
+
+/* count * esize * mult must fit in size_t (and stay below 2^62: the engine
+ * adds offsets to it). */
+static fc_result_t check_count(size_t count, size_t esize, size_t mult, const char *what)
+{
+    size_t lim = ((size_t)1 << 62) / esize;
+    if (mult && count > lim / mult)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "%s %zu is too large: %zu x %zu-byte elements overflow the address space",
+                      what, count, count * (mult ? mult : 1), esize);
+    return FC_SUCCESS;
+}
+
+static fc_result_t check_buf(const void *p, size_t bytes, size_t esize, const char *name)
+{
+    if (bytes == 0)
+        return FC_SUCCESS;
+    if (!p)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL with a nonzero count", name);
+    if ((uintptr_t)p % esize)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "%s %p is not aligned to its %zu-byte element size", name, p, esize);
+    return mem_check_pointer(p, name);
+}
+
+static fc_result_t check_rank(int r, int size, const char *what)
+{
+    if (r < 0 || r >= size)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s %d is out of range (communicator of %d ranks)",
+                      what, r, size);
+    return FC_SUCCESS;
+}
+
+#define TRY(expr)                                                                              \
+    do {                                                                                       \
+        fc_result_t rc_ = (expr);                                                              \
+        if (rc_ != FC_SUCCESS)                                                                 \
+            return rc_;                                                                        \
+    } while (0)
+
+/* Runs a collective to completion, or starts it when req is non-NULL. */
+static fc_result_t run(fc_comm_t c, const struct coll_args *a, const void *sendbuf,
+                       void *recvbuf, fc_request_t *req)
+{
+    struct fc_request *r = NULL;
+    fc_result_t rc = comm_collective(c, a, sendbuf, recvbuf, &r);
+    if (rc != FC_SUCCESS)
+        return rc;
+    if (req) {
+        *req = r;
+        return FC_SUCCESS;
+    }
+    return comm_wait(r);
+}
+
+static fc_result_t named(const char *fn, fc_result_t rc)
+{
+    if (rc != FC_SUCCESS)
+        err_prefix(fn);
+    return rc;
+}
+
+static struct coll_args args_of(fc_comm_t c, enum coll_kind k, size_t count, fc_datatype_t dt,
+                                fc_op_t op, int root, size_t esize, int in_place)
+{
+    struct coll_args a = {.kind = k, .rank = c->rank, .nranks = c->size, .root = root,
+                          .count = count, .dt = dt, .op = op, .esize = esize,
+                          .in_place = in_place};
+    return a;
+}
+
+/* ---- allreduce / broadcast / reduce --------------------------------------- */
+
+static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                                fc_datatype_t dt, fc_op_t op, fc_comm_t comm, fc_request_t *req)
+{
+    size_t es = 1;
+    TRY(check_comm(comm));
+    TRY(check_type(dt, &es));
+    TRY(check_op(op));
+    TRY(check_count(count, es, 1, "count"));
+    TRY(check_buf(sendbuf, count * es, es, "sendbuf"));
+    TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
+    struct coll_args a = args_of(comm, COLL_ALLREDUCE, count, dt, op, 0, es, sendbuf == recvbuf);
+    return run(comm, &a, sendbuf, recvbuf, req);
+}
+
+fc_result_t fc_allreduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                         fc_op_t op, fc_comm_t comm)
+{
+    return named("fc_allreduce", do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL));
+}
+
+fc_result_t fc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                          fc_op_t op, fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_iallreduce", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_iallreduce", do_allreduce(sendbuf, recvbuf, count, dt, op, comm, req));
+}
+
+static fc_result_t do_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                                fc_datatype_t dt, int root, fc_comm_t comm, fc_request_t *req)
+{
+    size_t es = 1;
+    TRY(check_comm(comm));
+    TRY(check_type(dt, &es));
+    TRY(check_rank(root, comm->size, "root"));
+    TRY(check_count(count, es, 1, "count"));
+    if (comm->rank == root)
+        TRY(check_buf(sendbuf, count * es, es, "sendbuf (at the root)"));
+    TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
+    struct coll_args a = args_of(comm, COLL_BCAST, count, dt, FC_SUM, root, es,
+                                 comm->rank == root && sendbuf == recvbuf);
+    return run(comm, &a, comm->rank == root ? sendbuf : NULL, recvbuf, req);
+}
+
+fc_result_t fc_broadcast(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                         int root, fc_comm_t comm)
+{
+    return named("fc_broadcast", do_broadcast(sendbuf, recvbuf, count, dt, root, comm, NULL));
+}
+
+fc_result_t fc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                          int root, fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_ibroadcast", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_ibroadcast", do_broadcast(sendbuf, recvbuf, count, dt, root, comm, req));
+}
+
+static fc_result_t do_reduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                             fc_op_t op, int root, fc_comm_t comm, fc_request_t *req)
+{
+    size_t es = 1;
+    TRY(check_comm(comm));
+    TRY(check_type(dt, &es));
+    TRY(check_op(op));
+    TRY(check_rank(root, comm->size, "root"));
+    TRY(check_count(count, es, 1, "count"));
+    TRY(check_buf(sendbuf, count * es, es, "sendbuf"));
+    if (comm->rank == root)
+        TRY(check_buf(recvbuf, count * es, es, "recvbuf (at the root)"));
+    struct coll_args a = args_of(comm, COLL_REDUCE, count, dt, op, root, es,
+                                 comm->rank == root && sendbuf == recvbuf);
+    return run(comm, &a, sendbuf, comm->rank == root ? recvbuf : NULL, req);
+}
+
+fc_result_t fc_reduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                      fc_op_t op, int root, fc_comm_t comm)
+{
+    return named("fc_reduce", do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL));
+}
+
+fc_result_t fc_ireduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                       fc_op_t op, int root, fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_ireduce", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_ireduce", do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, req));
+}
+
+/* ---- allgather / reduce_scatter / alltoall / barrier ---------------------- */
+
+static fc_result_t do_allgather(const void *sendbuf, void *recvbuf, size_t count,
+                                fc_datatype_t dt, fc_comm_t comm, fc_request_t *req)
+{
+    size_t es = 1;
+    TRY(check_comm(comm));
+    TRY(check_type(dt, &es));
+    TRY(check_count(count, es, (size_t)comm->size, "sendcount"));
+    TRY(check_buf(sendbuf, count * es, es, "sendbuf"));
+    TRY(check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf"));
+    int ip = count > 0 && sendbuf == (const char *)recvbuf + (size_t)comm->rank * count * es;
+    struct coll_args a = args_of(comm, COLL_ALLGATHER, count, dt, FC_SUM, 0, es, ip);
+    return run(comm, &a, sendbuf, recvbuf, req);
+}
+
+fc_result_t fc_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, fc_datatype_t dt,
+                         fc_comm_t comm)
+{
+    return named("fc_allgather", do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL));
+}
+
+fc_result_t fc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                          fc_datatype_t dt, fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_iallgather", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_iallgather", do_allgather(sendbuf, recvbuf, sendcount, dt, comm, req));
+}
+
+static fc_result_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
+                                     fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
+                                     fc_request_t *req)
+{
+    size_t es = 1;
+    TRY(check_comm(comm));
+    TRY(check_type(dt, &es));
+    TRY(check_op(op));
+    TRY(check_count(count, es, (size_t)comm->size, "recvcount"));
+    TRY(check_buf(sendbuf, count * es * (size_t)comm->size, es, "sendbuf"));
+    TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
+    int ip = count > 0 && recvbuf == (const char *)sendbuf + (size_t)comm->rank * count * es;
+    struct coll_args a = args_of(comm, COLL_REDUCE_SCATTER, count, dt, op, 0, es, ip);
+    return run(comm, &a, sendbuf, recvbuf, req);
+}
+
+fc_result_t fc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                              fc_datatype_t dt, fc_op_t op, fc_comm_t comm)
+{
+    return named("fc_reduce_scatter",
+                 do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL));
+}
+
+fc_result_t fc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                               fc_datatype_t dt, fc_op_t op, fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_ireduce_scatter", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_ireduce_scatter",
+                 do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, req));
+}
+
+static fc_result_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
+                               fc_datatype_t dt, fc_comm_t comm, fc_request_t *req)
+{
+    size_t es = 1;
+    TRY(check_comm(comm));
+    TRY(check_type(dt, &es));
+    TRY(check_count(count, es, (size_t)comm->size, "count"));
+    TRY(check_buf(sendbuf, count * es * (size_t)comm->size, es, "sendbuf"));
+    TRY(check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf"));
+    struct coll_args a = args_of(comm, COLL_ALLTOALL, count, dt, FC_SUM, 0, es,
+                                 sendbuf == recvbuf);
+    return run(comm, &a, sendbuf, recvbuf, req);
+}
+
+fc_result_t fc_alltoall(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                        fc_comm_t comm)
+{
+    return named("fc_alltoall", do_alltoall(sendbuf, recvbuf, count, dt, comm, NULL));
+}
+
+fc_result_t fc_ialltoall(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                         fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_ialltoall", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_ialltoall", do_alltoall(sendbuf, recvbuf, count, dt, comm, req));
+}
+
+static fc_result_t do_barrier(fc_comm_t comm, fc_request_t *req)
+{
+    TRY(check_comm(comm));
+    struct coll_args a = args_of(comm, COLL_BARRIER, 0, FC_UINT8, FC_SUM, 0, 1, 0);
+    return run(comm, &a, NULL, NULL, req);
+}
+
+fc_result_t fc_barrier(fc_comm_t comm)
+{
+    return named("fc_barrier", do_barrier(comm, NULL));
+}
+
+fc_result_t fc_ibarrier(fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_ibarrier", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_ibarrier", do_barrier(comm, req));
+}
+
+/* ---- point to point ------------------------------------------------------- */
+
+/* Messages between two ranks match in order: the k-th send from a to b
+ * carries sequence k in its tag, and b's k-th receive from a asks for it. */
+static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_comm_t comm,
+                       int is_send)
+{
+    size_t es = 1;
+    TRY(check_comm(comm));
+    TRY(check_type(dt, &es));
+    TRY(check_rank(peer, comm->size, "peer"));
+    if (peer == comm->rank)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "peer %d is this rank: a rank may not %s itself",
+                      peer, is_send ? "send to" : "receive from");
+    TRY(check_count(count, es, 1, "count"));
+    TRY(check_buf(buf, count * es, es, "buf"));
+    if (comm->broken != FC_SUCCESS)
+        return FC_ERR(comm->broken, "the communicator is unusable after an earlier error (%s)",
+                      comm->brokenmsg);
+    struct fc_request *r = comm_request_new(comm, dt, FC_SUM);
+    if (!r)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    r->s.coll_name = is_send ? "send" : "recv";
+    r->s.algo_name = "p2p";
+    /* a zero-count message still travels, so the order is kept */
+    int st = is_send ? sched_send(&r->s, peer, 0, sbuf(R_SEND, 0), count * es)
+                     : sched_recv(&r->s, peer, 0, sbuf(R_RECV, 0), count * es);
+    if (st >= 0 && count == 0)
+        r->s.steps[st].zmsg = 1;
+    /* receives are directed (FI_DIRECTED_RECV), so the sequence per pair is
+     * enough to keep each pair's messages in order */
+    uint64_t seq = is_send ? comm->p2p_sent[peer]++ : comm->p2p_recvd[peer]++;
+    uint64_t tb = tag_base(comm->id, TAG_KIND_P2P, seq);
+    char desc[128];
+    snprintf(desc, sizeof(desc), "%s of %zu x %s %s rank %d", is_send ? "send" : "receive", count,
+             reduce_dt_name(dt), is_send ? "to" : "from", peer);
+    fc_result_t rc = comm_start(r, is_send ? buf : NULL, is_send ? NULL : buf, tb, desc, 1);
+    if (rc != FC_SUCCESS)
+        return rc;
+    return comm_wait(r);
+}
+
+fc_result_t fc_send(const void *buf, size_t count, fc_datatype_t dt, int peer, fc_comm_t comm)
+{
+    return named("fc_send", p2p((void *)buf, count, dt, peer, comm, 1));
+}
+
+fc_result_t fc_recv(void *buf, size_t count, fc_datatype_t dt, int peer, fc_comm_t comm)
+{
+    return named("fc_recv", p2p(buf, count, dt, peer, comm, 0));
+}
+
+/* ---- requests -------------------------------------------------------------- */
+
+fc_result_t fc_test(fc_request_t *req, int *done)
+{
+    if (!req || !done)
+        return named("fc_test", FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL",
+                                       !req ? "req" : "done"));
+    if (!*req) {
+        *done = 1;
+        return FC_SUCCESS;
+    }
+    int d = 0;
+    fc_result_t rc = comm_test(*req, &d);
+    *done = d;
+    if (d)
+        *req = NULL;
+    return named("fc_test", rc);
+}
+
+fc_result_t fc_wait(fc_request_t *req)
+{
+    if (!req)
+        return named("fc_wait", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    if (!*req)
+        return FC_SUCCESS;
+    fc_result_t rc = comm_wait(*req);
+    *req = NULL;
+    return named("fc_wait", rc);
+}
+
+/* ---- communicators ---------------------------------------------------------- */
+
+static fc_result_t lib_config(const cfg_t **cfg)
+{
+    fc_result_t st;
+    *cfg = config_global(&st);
+    return st;
+}
+
+fc_result_t fc_comm_init(fc_comm_t *comm)
+{
+    const cfg_t *cfg;
+    if (!comm)
+        return named("fc_comm_init", FC_ERR(FC_ERR_INVALID_ARGUMENT, "comm is NULL"));
+    fc_result_t rc = lib_config(&cfg);
+    if (rc != FC_SUCCESS)
+        return named("fc_comm_init", rc);
+    struct boot *b = NULL;
+    rc = boot_from_launcher(cfg, &b);
+    if (rc == FC_SUCCESS) {
+        FC_INFO(LOG_BOOT, "bootstrap: %s", b->how);
+        rc = comm_create(b, cfg, comm);
+    }
+    return named("fc_comm_init", rc);
+}
+
+fc_result_t fc_get_unique_id(fc_unique_id_t *id)
+{
+    const cfg_t *cfg;
+    if (!id)
+        return named("fc_get_unique_id", FC_ERR(FC_ERR_INVALID_ARGUMENT, "id is NULL"));
+    fc_result_t rc = lib_config(&cfg);
+    if (rc == FC_SUCCESS)
+        rc = boot_make_unique_id(cfg, id);
+    return named("fc_get_unique_id", rc);
+}
+
+fc_result_t fc_comm_init_rank(fc_comm_t *comm, int nranks, const fc_unique_id_t *id, int rank)
+{
+    const cfg_t *cfg;
+    fc_result_t rc = FC_SUCCESS;
+    if (!comm || !id)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", !comm ? "comm" : "id");
+    else if (nranks < 1)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT, "nranks %d must be at least 1", nranks);
+    else if (rank < 0 || rank >= nranks)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT, "rank %d is out of range 0..%d", rank, nranks - 1);
+    if (rc == FC_SUCCESS)
+        rc = lib_config(&cfg);
+    struct boot *b = NULL;
+    if (rc == FC_SUCCESS)
+        rc = boot_from_unique_id(cfg, id, nranks, rank, &b);
+    if (rc == FC_SUCCESS)
+        rc = comm_create(b, cfg, comm);
+    return named("fc_comm_init_rank", rc);
+}
+
+fc_result_t fc_comm_split(fc_comm_t comm, int color, int key, fc_comm_t *newcomm)
+{
+    fc_result_t rc = FC_SUCCESS;
+    if (!comm || !newcomm)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", !comm ? "comm" : "newcomm");
+    else if (color < 0 && color != FC_SPLIT_NOCOLOR)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                    "color %d is negative (use a color >= 0, or FC_SPLIT_NOCOLOR)", color);
+    if (rc == FC_SUCCESS)
+        rc = comm_split(comm, color, key, newcomm);
+    return named("fc_comm_split", rc);
+}
+
+fc_result_t fc_comm_destroy(fc_comm_t comm)
+{
+    if (!comm)
+        return FC_SUCCESS;
+    return named("fc_comm_destroy", comm_destroy(comm, 0));
+}
+
+fc_result_t fc_comm_abort(fc_comm_t comm)
+{
+    if (!comm)
+        return FC_SUCCESS;
+    return named("fc_comm_abort", comm_destroy(comm, 1));
+}
+
+int fc_comm_rank(fc_comm_t comm)
+{
+    return comm ? comm->rank : -1;
+}
+
+int fc_comm_size(fc_comm_t comm)
+{
+    return comm ? comm->size : -1;
+}
+
+fc_result_t fc_comm_query(fc_comm_t comm, fc_comm_attr_t *attr)
+{
+    if (!comm || !attr)
+        return named("fc_comm_query",
+                     FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", !comm ? "comm" : "attr"));
+    *attr = comm->attr;
+    return FC_SUCCESS;
+}
+
+/* ---- stream-ordered twins ---------------------------------------------------- */
+
+fc_result_t fc_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                fc_datatype_t dt, fc_op_t op, fc_comm_t comm, void *cuda_stream)
+{
+    return named("fc_allreduce_stream",
+                 mem_stream_collective(COLL_ALLREDUCE, sendbuf, recvbuf, count, dt, op, 0, comm,
+                                       cuda_stream));
+}
+
+fc_result_t fc_broadcast_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                fc_datatype_t dt, int root, fc_comm_t comm, void *cuda_stream)
+{
+    return named("fc_broadcast_stream",
+                 mem_stream_collective(COLL_BCAST, sendbuf, recvbuf, count, dt, FC_SUM, root,
+                                       comm, cuda_stream));
+}
+
+fc_result_t fc_reduce_stream(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                             fc_op_t op, int root, fc_comm_t comm, void *cuda_stream)
+{
+    return named("fc_reduce_stream", mem_stream_collective(COLL_REDUCE, sendbuf, recvbuf, count,
+                                                           dt, op, root, comm, cuda_stream));
+}
+
+fc_result_t fc_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                fc_datatype_t dt, fc_comm_t comm, void *cuda_stream)
+{
+    return named("fc_allgather_stream",
+                 mem_stream_collective(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dt, FC_SUM,
+                                       0, comm, cuda_stream));
+}
+
+fc_result_t fc_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                     fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
+                                     void *cuda_stream)
+{
+    return named("fc_reduce_scatter_stream",
+                 mem_stream_collective(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dt, op,
+                                       0, comm, cuda_stream));
+}

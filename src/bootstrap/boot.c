@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Choosing a bootstrap: the unique id path, and the launcher detection of
+ * fc_comm_init (PMIx, then fc_run's environment, then plain Slurm).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "boot.h"
+#include "build_config.h"
+#include "log.h"
+
+#define UID_MAGIC "FCU1"
+
+struct uid_wire {
+    char magic[4];
+    uint16_t port; /* network order */
+    uint16_t pad;
+    char host[48];
+    uint8_t secret[BOOT_SECRET_LEN];
+    uint32_t session;
+};
+_Static_assert(sizeof(struct uid_wire) <= FC_UNIQUE_ID_BYTES, "unique id too small");
+
+fc_result_t boot_make_unique_id(const cfg_t *cfg, fc_unique_id_t *id)
+{
+    struct uid_wire w;
+    memset(&w, 0, sizeof(w));
+    memcpy(w.magic, UID_MAGIC, 4);
+    if (boot_random(w.secret, BOOT_SECRET_LEN) != 0)
+        return FC_ERR(FC_ERR_SYSTEM, "getrandom() failed: %m");
+    int port = 0;
+    fc_result_t rc = boot_server_start(w.secret, 0, 1, cfg->boot_timeout, NULL, &port);
+    if (rc != FC_SUCCESS)
+        return rc;
+    boot_local_address(cfg, w.host, sizeof(w.host));
+    w.port = htons((uint16_t)port);
+    memset(id, 0, sizeof(*id));
+    memcpy(id->internal, &w, sizeof(w));
+    FC_INFO(LOG_BOOT, "unique id: rendezvous served by this process at %s:%d", w.host, port);
+    return FC_SUCCESS;
+}
+
+fc_result_t boot_from_unique_id(const cfg_t *cfg, const fc_unique_id_t *id, int nranks, int rank,
+                                struct boot **out)
+{
+    struct uid_wire w;
+    memcpy(&w, id->internal, sizeof(w));
+    if (memcmp(w.magic, UID_MAGIC, 4) != 0 || w.host[sizeof(w.host) - 1] != '\0')
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "the unique id is not one fc_get_unique_id made (was all of "
+                      "fc_unique_id_t, %d bytes, broadcast intact?)",
+                      FC_UNIQUE_ID_BYTES);
+    int port = ntohs(w.port);
+    return boot_sock_connect(w.host, &port, 1, w.secret, w.session, rank, nranks,
+                             cfg->boot_timeout, out);
+}
+
+/* Per process: the n-th fc_comm_init of every rank joins session n. */
+static atomic_uint fcrun_session;
+
+static fc_result_t from_fcrun(const cfg_t *cfg, struct boot **out)
+{
+    uint8_t secret[BOOT_SECRET_LEN];
+    if (boot_hex_decode(cfg->fc_job_secret, secret, BOOT_SECRET_LEN) != 0)
+        return FC_ERR(FC_ERR_BOOTSTRAP,
+                      "FC_JOB_SECRET is missing or malformed (expected %d hex digits): start the "
+                      "program with fc_run",
+                      2 * BOOT_SECRET_LEN);
+    char host[CFG_STR];
+    snprintf(host, sizeof(host), "%s", cfg->fc_root_addr);
+    char *colon = strrchr(host, ':');
+    if (!colon || cfg->fc_rank < 0 || cfg->fc_size <= 0 || cfg->fc_rank >= cfg->fc_size)
+        return FC_ERR(FC_ERR_BOOTSTRAP,
+                      "fc_run environment is inconsistent: FC_RANK=%d FC_SIZE=%d "
+                      "FC_ROOT_ADDR='%s' (expected host:port)",
+                      cfg->fc_rank, cfg->fc_size, cfg->fc_root_addr);
+    *colon = '\0';
+    int port = atoi(colon + 1);
+    uint32_t session = atomic_fetch_add(&fcrun_session, 1);
+    fc_result_t rc = boot_sock_connect(host, &port, 1, secret, session, cfg->fc_rank,
+                                       cfg->fc_size, cfg->boot_timeout, out);
+    if (rc == FC_SUCCESS)
+        snprintf((*out)->how, sizeof((*out)->how), "fc_run rendezvous at %.80s:%d, session %u",
+                 host, port, session);
+    return rc;
+}
+
+/* First host of a Slurm node list: "n[01-04,07],x" -> "n01". */
+static int first_node(const char *list, char *out, size_t len)
+{
+    size_t o = 0;
+    const char *p = list;
+    while (*p && *p != ',' && *p != '[' && o + 1 < len)
+        out[o++] = *p++;
+    if (*p == '[') {
+        p++;
+        while (*p && *p != '-' && *p != ',' && *p != ']' && o + 1 < len)
+            out[o++] = *p++;
+    }
+    out[o] = '\0';
+    return o ? 0 : -1;
+}
+
+/* A 64-bit mix (splitmix64) to derive the job's port and secret. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t hash_str(const char *s, uint64_t seed)
+{
+    uint64_t h = mix64(seed);
+    for (; *s; s++)
+        h = mix64(h ^ (unsigned char)*s);
+    return h;
+}
+
+#define SLURM_PORTS 8
+
+static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
+{
+    char host[256];
+    if (!cfg->slurm_nodelist[0] || first_node(cfg->slurm_nodelist, host, sizeof(host)) != 0)
+        return FC_ERR(FC_ERR_BOOTSTRAP,
+                      "under srun without PMI, fabcoll needs SLURM_STEP_NODELIST to find rank "
+                      "0's node; it is '%s'. Fix: use srun --mpi=pmix, or fc_run",
+                      cfg->slurm_nodelist);
+    /* the job and step feed port and secret: another job derives others */
+    char key[256];
+    snprintf(key, sizeof(key), "fabcoll:%.40s.%.40s:%u:%.150s", cfg->slurm_job_id,
+             cfg->slurm_step_id, (unsigned)getuid(), cfg->slurm_nodelist);
+    uint8_t secret[BOOT_SECRET_LEN];
+    for (int i = 0; i < BOOT_SECRET_LEN / 8; i++) {
+        uint64_t h = hash_str(key, 0x5eed0000u + (uint64_t)i);
+        memcpy(secret + 8 * i, &h, 8);
+    }
+    int ports[SLURM_PORTS];
+    int base = 20000 + (int)(hash_str(key, 7) % 30000);
+    for (int i = 0; i < SLURM_PORTS; i++)
+        ports[i] = base + i * 37;
+    if (cfg->slurm_procid == 0) {
+        fc_result_t rc = FC_ERR_SYSTEM;
+        int bound = 0;
+        for (int i = 0; i < SLURM_PORTS && rc != FC_SUCCESS; i++)
+            rc = boot_server_start(secret, ports[i], 1, cfg->boot_timeout, NULL, &bound);
+        if (rc != FC_SUCCESS)
+            return FC_ERR(FC_ERR_BOOTSTRAP,
+                          "rank 0 could not listen on any of the %d ports derived from job "
+                          "%s.%s (%d, %d, ...): %s. Fix: use srun --mpi=pmix",
+                          SLURM_PORTS, cfg->slurm_job_id, cfg->slurm_step_id, ports[0], ports[1],
+                          err_get());
+        FC_INFO(LOG_BOOT, "srun without PMI: rank 0 serves the rendezvous on port %d", bound);
+    }
+    fc_result_t rc = boot_sock_connect(host, ports, SLURM_PORTS, secret, 0, cfg->slurm_procid,
+                                       cfg->slurm_ntasks, cfg->boot_timeout, out);
+    if (rc == FC_SUCCESS)
+        snprintf((*out)->how, sizeof((*out)->how),
+                 "Slurm environment (job %.20s.%.20s), rendezvous at rank 0's node %.60s",
+                 cfg->slurm_job_id, cfg->slurm_step_id, host);
+    return rc;
+}
+
+fc_result_t boot_from_launcher(const cfg_t *cfg, struct boot **out)
+{
+    int forced = cfg->bootstrap;
+    int have_pmix_env = cfg->pmix_namespace[0] != '\0';
+    int have_fcrun = cfg->fc_rank >= 0 && cfg->fc_size > 0 && cfg->fc_root_addr[0];
+    int have_slurm = cfg->slurm_procid >= 0 && cfg->slurm_ntasks > 0 && cfg->slurm_job_id[0];
+    fc_result_t rc;
+
+    if (forced == CFG_BOOT_PMIX || (forced == CFG_BOOT_AUTO && have_pmix_env)) {
+#ifdef HAVE_PMIX
+        rc = boot_pmix_open(cfg, out);
+        if (rc == FC_SUCCESS || forced == CFG_BOOT_PMIX)
+            return rc;
+        FC_INFO(LOG_BOOT, "PMIx bootstrap failed (%s); trying the next method", err_get());
+#else
+        if (forced == CFG_BOOT_PMIX)
+            return FC_ERR(FC_ERR_UNSUPPORTED,
+                          "FC_BOOTSTRAP=pmix, but this fabcoll was built without PMIx (install "
+                          "libpmix-dev and rebuild)");
+        FC_INFO(LOG_BOOT, "PMIX_NAMESPACE is set but this build has no PMIx support");
+#endif
+    }
+    if (forced == CFG_BOOT_FCRUN || (forced == CFG_BOOT_AUTO && have_fcrun)) {
+        if (!have_fcrun)
+            return FC_ERR(FC_ERR_BOOTSTRAP,
+                          "FC_BOOTSTRAP=fc_run, but FC_RANK/FC_SIZE/FC_ROOT_ADDR are not set: "
+                          "start the program with fc_run -n N");
+        return from_fcrun(cfg, out);
+    }
+    if (forced == CFG_BOOT_SLURM || (forced == CFG_BOOT_AUTO && have_slurm)) {
+        if (!have_slurm)
+            return FC_ERR(FC_ERR_BOOTSTRAP,
+                          "FC_BOOTSTRAP=slurm, but SLURM_PROCID/SLURM_NTASKS/SLURM_JOB_ID are "
+                          "not set: start the program with srun");
+        return from_slurm(cfg, out);
+    }
+    return FC_ERR(FC_ERR_BOOTSTRAP,
+                  "fc_comm_init found no launcher: the process was not started by a PMIx server "
+                  "(srun --mpi=pmix, mpirun), by fc_run (FC_RANK unset), or by srun "
+                  "(SLURM_PROCID unset). Fix: start it with `fc_run -n N prog`, `srun -n N "
+                  "[--mpi=pmix] prog` or `mpirun -n N prog`, or use fc_get_unique_id + "
+                  "fc_comm_init_rank");
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Bootstrap: how ranks find each other before the fabric is up.
+ *
+ * Every method offers the same thing, an allgather of fixed-size blobs
+ * among the ranks of a job, which communicator creation runs twice (who is
+ * where and which providers they have; then endpoint addresses). Methods:
+ *   socket  a TCP rendezvous: fc_get_unique_id's process or fc_run serves
+ *           it, or rank 0 under plain srun; a rank must present the job's
+ *           secret or it is turned away without disturbing the job;
+ *   pmix    PMIx put/commit/fence/get (srun --mpi=pmix, Open MPI's mpirun);
+ *   pmi2    Slurm's PMI-2 (srun --mpi=pmi2).
+ */
+#ifndef FC_BOOT_H
+#define FC_BOOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "fabcoll.h"
+
+struct boot;
+struct boot_ops {
+    const char *name;
+    /* all receives nranks * len bytes: rank r's blob at r * len. Every rank
+     * passes the same len. */
+    fc_result_t (*allgather)(struct boot *b, const void *mine, size_t len, void *all);
+    void (*close)(struct boot *b);
+};
+struct boot {
+    const struct boot_ops *ops;
+    int rank, nranks;
+    char how[160]; /* for the log: "fc_run rendezvous at 127.0.0.1:4321" */
+};
+
+#define BOOT_SECRET_LEN 32
+
+/* fc_comm_init: PMIx, then the fc_run environment, then Slurm's (or what
+ * FC_BOOTSTRAP forces). Logs which one and why. */
+fc_result_t boot_from_launcher(const cfg_t *cfg, struct boot **out);
+/* fc_get_unique_id: starts a rendezvous thread in this process. */
+fc_result_t boot_make_unique_id(const cfg_t *cfg, fc_unique_id_t *id);
+/* fc_comm_init_rank. */
+fc_result_t boot_from_unique_id(const cfg_t *cfg, const fc_unique_id_t *id, int nranks, int rank,
+                                struct boot **out);
+
+/* PMIx (pmix.c, built when configure finds PMIx). */
+fc_result_t boot_pmix_open(const cfg_t *cfg, struct boot **out);
+
+/* ---- the socket rendezvous (sock.c) ---------------------------------------- */
+struct boot_server;
+/* Listens on port (0: any) of all interfaces. single_session: serve one
+ * session and stop when its ranks have left (fc_get_unique_id); else serve
+ * sessions until boot_server_stop (fc_run). */
+fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, int single_session,
+                              double join_timeout, struct boot_server **out, int *bound_port);
+void boot_server_stop(struct boot_server *s);
+
+/* Connects to a rendezvous. host: name or address; ports: candidates tried
+ * in order (a server that refuses the secret sends us to the next). */
+fc_result_t boot_sock_connect(const char *host, const int *ports, int nports,
+                              const uint8_t secret[BOOT_SECRET_LEN], uint32_t session, int rank,
+                              int nranks, double timeout, struct boot **out);
+
+/* helpers shared with fc_run and the tests */
+int boot_hex_encode(const uint8_t *in, size_t n, char *out, size_t outlen);
+int boot_hex_decode(const char *in, uint8_t *out, size_t n);
+int boot_random(uint8_t *out, size_t n);
+/* A routable IPv4 address of this host (FC_IFACE's if set), else 127.0.0.1. */
+void boot_local_address(const cfg_t *cfg, char *buf, size_t len);
+
+#endif /* FC_BOOT_H */

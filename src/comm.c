@@ -1,0 +1,784 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Communicator creation, split and destruction; requests and the progress
+ * engine that runs them.
+ */
+#define _GNU_SOURCE
+#include "comm.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boot.h"
+#include "log.h"
+#include "prov.h"
+
+double comm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static void req_free(struct fc_request *r)
+{
+    sched_release(&r->s);
+    free(r);
+}
+
+/* Takes r off the active list (it is done). */
+static void unlink_active(struct comm_shared *sh, struct fc_request *r)
+{
+    for (struct fc_request **pp = &sh->active; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            r->next = NULL;
+            return;
+        }
+}
+
+static void finish(struct fc_request *r, fc_result_t rc)
+{
+    r->done = 1;
+    r->result = rc;
+    unlink_active(r->comm->sh, r);
+}
+
+void comm_progress_locked(struct comm_shared *sh)
+{
+    if (sh->failed == FC_SUCCESS) {
+        int n = 0;
+        fc_result_t rc = sh->tp->ops->progress(sh->tp, &n);
+        if (rc != FC_SUCCESS) {
+            sh->failed = rc;
+            snprintf(sh->failmsg, sizeof(sh->failmsg), "%s", err_get());
+        }
+    }
+    for (struct fc_request *r = sh->active, *next; r; r = next) {
+        next = r->next;
+        if (sh->failed != FC_SUCCESS) {
+            sched_fail(&r->s, sh->failed, "%s", sh->failmsg);
+            finish(r, sh->failed);
+            continue;
+        }
+        fc_result_t rc = sched_advance(&r->s);
+        if (rc != FC_SUCCESS)
+            finish(r, rc);
+        else if (sched_done(&r->s))
+            finish(r, FC_SUCCESS);
+    }
+    /* failed requests whose transfers were still posted: free once drained */
+    for (struct fc_request **pp = &sh->zombies; *pp;) {
+        struct fc_request *z = *pp;
+        if (z->s.xfers_out == 0) {
+            *pp = z->next;
+            req_free(z);
+        } else {
+            pp = &z->next;
+        }
+    }
+}
+
+fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint64_t tagbase,
+                       const char *desc, int p2p)
+{
+    struct fc_comm *c = r->comm;
+    struct sched_env env = {
+        .tp = c->sh->tp,
+        .peer_map = c->peers,
+        .tag_base = tagbase,
+        .chunk_bytes = c->chunk,
+        .window = c->window,
+    };
+    snprintf(r->desc, sizeof(r->desc), "%s", desc);
+    r->p2p = p2p;
+    fc_result_t rc = sched_start(&r->s, &env, sendbuf, recvbuf);
+    if (rc != FC_SUCCESS) {
+        req_free(r);
+        return rc;
+    }
+    r->last_change = comm_now();
+    pthread_mutex_lock(&c->sh->lock);
+    r->next = c->sh->active;
+    c->sh->active = r;
+    /* issue what can go now; small operations often finish here */
+    comm_progress_locked(c->sh);
+    if (c->sh->thread_on)
+        pthread_cond_signal(&c->sh->cond);
+    pthread_mutex_unlock(&c->sh->lock);
+    return FC_SUCCESS;
+}
+
+/* The result of a finished request, with its message in this thread's
+ * error buffer; the request is freed (or parked if transfers remain). */
+static fc_result_t reap(struct fc_request *r)
+{
+    fc_result_t rc = r->result;
+    struct fc_comm *c = r->comm;
+    if (rc != FC_SUCCESS) {
+        char msg[700];
+        snprintf(msg, sizeof(msg), "%s: %s", r->desc, r->s.errmsg[0] ? r->s.errmsg : fc_strerror(rc));
+        err_restore(msg);
+        FC_WARN(LOG_COLL, "%s", msg);
+        int keeps_comm = r->p2p && rc == FC_ERR_INVALID_ARGUMENT;
+        if (!keeps_comm && c->broken == FC_SUCCESS) {
+            c->broken = rc;
+            snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", msg);
+        }
+    }
+    pthread_mutex_lock(&c->sh->lock);
+    if (r->s.xfers_out > 0 && c->sh->failed == FC_SUCCESS) {
+        r->next = c->sh->zombies;
+        c->sh->zombies = r;
+    } else {
+        req_free(r);
+    }
+    pthread_mutex_unlock(&c->sh->lock);
+    return rc;
+}
+
+/* Checks r for lack of progress; fails it on FC_TIMEOUT. Lock held. */
+static void check_timeout(struct fc_request *r, double now)
+{
+    if (r->s.progress_events != r->last_events || r->s.ndone != r->last_ndone) {
+        r->last_events = r->s.progress_events;
+        r->last_ndone = r->s.ndone;
+        r->last_change = now;
+        return;
+    }
+    double limit = r->comm->cfg.timeout;
+    if (limit <= 0 || now - r->last_change < limit)
+        return;
+    char w[400];
+    sched_describe_wait(&r->s, w, sizeof(w));
+    /* name the peers with their hosts */
+    sched_fail(&r->s, FC_ERR_TIMEOUT,
+               "no progress for %.0f s (FC_TIMEOUT) on rank %d of %d; still waiting for %s. "
+               "Those ranks have not reached this operation, or died, or the fabric between "
+               "us is broken",
+               limit, r->comm->rank, r->comm->size, w);
+    finish(r, FC_ERR_TIMEOUT);
+}
+
+fc_result_t comm_test(struct fc_request *r, int *done)
+{
+    struct comm_shared *sh = r->comm->sh;
+    pthread_mutex_lock(&sh->lock);
+    if (!r->done)
+        comm_progress_locked(sh);
+    if (!r->done)
+        check_timeout(r, comm_now());
+    int d = r->done;
+    pthread_mutex_unlock(&sh->lock);
+    *done = d;
+    if (!d)
+        return FC_SUCCESS;
+    return reap(r);
+}
+
+fc_result_t comm_wait(struct fc_request *r)
+{
+    struct comm_shared *sh = r->comm->sh;
+    const int spin = r->comm->cfg.spin > 0 ? r->comm->cfg.spin : 1;
+    int idle = 0;
+    pthread_mutex_lock(&sh->lock);
+    while (!r->done) {
+        uint64_t ev = r->s.progress_events;
+        uint32_t nd = r->s.ndone;
+        comm_progress_locked(sh);
+        if (r->done)
+            break;
+        if (r->s.progress_events != ev || r->s.ndone != nd) {
+            idle = 0;
+            r->last_events = r->s.progress_events;
+            r->last_ndone = r->s.ndone;
+            r->last_change = comm_now();
+            continue;
+        }
+        if (++idle < spin)
+            continue;
+        /* nothing happening: let the other ranks of this node run */
+        check_timeout(r, comm_now());
+        if (r->done)
+            break;
+        pthread_mutex_unlock(&sh->lock);
+        if (idle < spin + 32)
+            sched_yield();
+        else
+            sh->tp->ops->wait(sh->tp, 1000);
+        pthread_mutex_lock(&sh->lock);
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return reap(r);
+}
+
+/* ---- collectives --------------------------------------------------------- */
+
+struct fc_request *comm_request_new(struct fc_comm *c, fc_datatype_t dt, fc_op_t op)
+{
+    struct fc_request *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    sched_init(&r->s, dt, op, c->size);
+    r->comm = c;
+    return r;
+}
+
+fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                            void *recvbuf, struct fc_request **out)
+{
+    if (c->broken != FC_SUCCESS)
+        return FC_ERR(c->broken, "the communicator is unusable after an earlier error (%s); "
+                      "destroy it", c->brokenmsg);
+    const char *why = "";
+    const struct coll_algo *al = coll_select(&c->tuning, a, &why);
+    if (!al)
+        return FC_ERR(FC_ERR_INTERNAL, "no algorithm for %s", coll_kind_name(a->kind));
+    struct fc_request *r = comm_request_new(c, a->dt, a->op);
+    if (!r)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a request");
+    r->s.coll_name = coll_kind_name(a->kind);
+    r->s.algo_name = al->name;
+    fc_result_t rc = al->build(&r->s, a);
+    if (rc != FC_SUCCESS) {
+        req_free(r);
+        return rc;
+    }
+    uint64_t seq = c->seq++;
+    char desc[160];
+    snprintf(desc, sizeof(desc), "%s #%llu (%s, %zu x %s)", coll_kind_name(a->kind),
+             (unsigned long long)seq, al->name, a->count, reduce_dt_name(a->dt));
+    FC_TRACE(LOG_COLL, "%s: chosen by %s, %u steps", desc, why, r->s.nsteps);
+    rc = comm_start(r, (void *)sendbuf, recvbuf, tag_base(c->id, TAG_KIND_COLL, seq), desc, 0);
+    if (rc == FC_SUCCESS)
+        *out = r;
+    return rc;
+}
+
+/* ---- creation ------------------------------------------------------------- */
+
+struct rank_info {
+    char host[64];
+    uint64_t host_hash;
+    int32_t pid;
+    int32_t status;
+    uint32_t version;
+    uint32_t pad;
+    uint64_t chunk;
+    int32_t window;
+    int32_t spin;
+    char err[384];
+    struct prov_list provs;
+};
+
+struct addr_info {
+    int32_t status;
+    uint32_t len;
+    char err[384];
+    char addr[PROV_ADDR_MAX];
+};
+
+static uint64_t hash_host(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+#define FC_VERSION_CODE ((FC_VERSION_MAJOR << 16) | (FC_VERSION_MINOR << 8) | FC_VERSION_PATCH)
+
+static fc_result_t shared_new(struct comm_shared **out)
+{
+    struct comm_shared *sh = calloc(1, sizeof(*sh));
+    if (!sh)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    pthread_mutex_init(&sh->lock, NULL);
+    pthread_cond_init(&sh->cond, NULL);
+    sh->refs = 1;
+    sh->next_comm_id = 1;
+    *out = sh;
+    return FC_SUCCESS;
+}
+
+static void shared_release(struct comm_shared *sh)
+{
+    if (!sh || --sh->refs > 0)
+        return;
+    if (sh->thread_on) {
+        pthread_mutex_lock(&sh->lock);
+        sh->thread_stop = 1;
+        pthread_cond_signal(&sh->cond);
+        pthread_mutex_unlock(&sh->lock);
+        pthread_join(sh->thread, NULL);
+    }
+    prov_close(sh->ep); /* no completion can arrive after this */
+    while (sh->zombies) {
+        struct fc_request *z = sh->zombies;
+        sh->zombies = z->next;
+        req_free(z);
+    }
+    pthread_mutex_destroy(&sh->lock);
+    pthread_cond_destroy(&sh->cond);
+    free(sh);
+}
+
+static void comm_free(struct fc_comm *c)
+{
+    if (!c)
+        return;
+    free(c->peers);
+    free(c->p2p_sent);
+    free(c->p2p_recvd);
+    free(c->hosts);
+    free(c->host_pid);
+    free(c);
+}
+
+/* Progress thread: drives running requests while the application computes. */
+static void *progress_main(void *arg)
+{
+    struct comm_shared *sh = arg;
+    pthread_mutex_lock(&sh->lock);
+    while (!sh->thread_stop) {
+        if (!sh->active) {
+            pthread_cond_wait(&sh->cond, &sh->lock);
+            continue;
+        }
+        comm_progress_locked(sh);
+        pthread_mutex_unlock(&sh->lock);
+        sh->tp->ops->wait(sh->tp, 200);
+        pthread_mutex_lock(&sh->lock);
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return NULL;
+}
+
+/* Tuning shared by top-level and split communicators. */
+static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nnodes)
+{
+    struct coll_cost cc;
+    prov_cost_params(prov_name, nnodes, &cc.alpha, &cc.beta, &cc.gamma);
+    coll_tuning_init(&c->tuning, &cc);
+    fc_result_t rc = FC_SUCCESS;
+    if (c->cfg.algo[0])
+        rc = coll_tuning_force(&c->tuning, c->cfg.algo);
+    if (rc == FC_SUCCESS && c->cfg.tune_file[0])
+        rc = coll_tuning_load_file(&c->tuning, c->cfg.tune_file);
+    return rc;
+}
+
+/* Verifies the fabric carries messages among all ranks before anyone
+ * relies on it: a dissemination barrier (log2 n rounds of signals). */
+static fc_result_t fabric_check(struct fc_comm *c, uint64_t seq)
+{
+    struct fc_request *r = comm_request_new(c, FC_UINT8, FC_SUM);
+    if (!r)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    r->s.coll_name = "connectivity check";
+    r->s.algo_name = "dissemination";
+    int prev = -1;
+    for (int k = 1, round = 0; k < c->size; k *= 2, round++) {
+        int snd = sched_signal(&r->s, (c->rank + k) % c->size, (uint32_t)round);
+        int rcv = sched_wait_signal(&r->s, (c->rank - k + c->size) % c->size, (uint32_t)round);
+        sched_dep(&r->s, snd, prev, 0);
+        prev = rcv;
+    }
+    double saved = c->cfg.timeout;
+    c->cfg.timeout = c->cfg.boot_timeout;
+    fc_result_t rc = comm_start(r, NULL, NULL, tag_base(c->id, TAG_KIND_CTRL, seq),
+                                "connectivity check over the fabric", 0);
+    if (rc == FC_SUCCESS)
+        rc = comm_wait(r);
+    c->cfg.timeout = saved;
+    return rc;
+}
+
+fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
+{
+    fc_result_t rc;
+    const int n = b->nranks, me = b->rank;
+    struct rank_info *infos = NULL;
+    struct addr_info *addrs = NULL;
+    char *addrbuf = NULL;
+    const char **names = NULL;
+    char (*pnames)[64] = NULL;
+    struct comm_shared *sh = NULL;
+    struct fc_comm *c = calloc(1, sizeof(*c));
+    if (!c) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    c->cfg = *cfg;
+    c->rank = me;
+    c->size = n;
+    log_set_rank(me);
+
+    /* 1. who is where, with which providers */
+    struct rank_info mine;
+    memset(&mine, 0, sizeof(mine));
+    snprintf(mine.host, sizeof(mine.host), "%s", log_hostname());
+    mine.host_hash = hash_host(mine.host);
+    mine.pid = (int32_t)getpid();
+    mine.version = FC_VERSION_CODE;
+    mine.chunk = cfg->chunk_size;
+    mine.window = cfg->inflight;
+    rc = prov_discover(cfg, &mine.provs);
+    if (rc != FC_SUCCESS) {
+        mine.status = rc;
+        snprintf(mine.err, sizeof(mine.err), "%s", err_get());
+    }
+    infos = calloc((size_t)n, sizeof(*infos));
+    names = calloc((size_t)n, sizeof(*names));
+    pnames = calloc((size_t)n, sizeof(*pnames));
+    c->hosts = calloc((size_t)n, sizeof(*c->hosts));
+    c->host_pid = calloc((size_t)n, sizeof(int));
+    if (!infos || !names || !pnames || !c->hosts || !c->host_pid) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d ranks", n);
+        goto fail;
+    }
+    rc = b->ops->allgather(b, &mine, sizeof(mine), infos);
+    if (rc != FC_SUCCESS)
+        goto fail;
+    int nnodes = 0, local_rank = 0, local_size = 0;
+    for (int r = 0; r < n; r++) {
+        infos[r].host[sizeof(infos[r].host) - 1] = '\0';
+        snprintf(c->hosts[r], sizeof(c->hosts[r]), "%s", infos[r].host);
+        c->host_pid[r] = infos[r].pid;
+        snprintf(pnames[r], sizeof(pnames[r]), "%.40s pid %d", infos[r].host, infos[r].pid);
+        names[r] = c->hosts[r];
+        int first = 1;
+        for (int q = 0; q < r; q++)
+            if (infos[q].host_hash == infos[r].host_hash)
+                first = 0;
+        nnodes += first;
+        if (infos[r].host_hash == mine.host_hash) {
+            local_size++;
+            if (r < me)
+                local_rank++;
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        if (infos[r].version != FC_VERSION_CODE) {
+            rc = FC_ERR(FC_ERR_BOOTSTRAP,
+                        "rank %d (host %s) runs fabcoll version 0x%x, this rank 0x%x: every rank "
+                        "must use the same library",
+                        r, infos[r].host, infos[r].version, FC_VERSION_CODE);
+            goto fail;
+        }
+        if (infos[r].status != FC_SUCCESS) {
+            infos[r].err[sizeof(infos[r].err) - 1] = '\0';
+            rc = FC_ERR((fc_result_t)infos[r].status, "rank %d (host %s): %s", r, infos[r].host,
+                        infos[r].err);
+            goto fail;
+        }
+    }
+    /* rank 0's pipeline settings for everyone: both ends of a message must
+     * cut it into the same chunks */
+    c->cfg.chunk_size = infos[0].chunk;
+    c->cfg.inflight = infos[0].window;
+
+    /* 2. the provider all ranks agree on */
+    char choice[PROV_NAME_LEN], fabric[PROV_FABRIC_LEN], why[512];
+    struct prov_list *lists = calloc((size_t)n, sizeof(*lists));
+    if (!lists) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < n; r++)
+        lists[r] = infos[r].provs;
+    rc = prov_agree(lists, n, nnodes, names, choice, sizeof(choice), fabric, sizeof(fabric), why,
+                    sizeof(why));
+    free(lists);
+    if (rc != FC_SUCCESS)
+        goto fail;
+
+    /* 3. endpoints and their addresses */
+    rc = shared_new(&sh);
+    if (rc != FC_SUCCESS)
+        goto fail;
+    struct addr_info am;
+    memset(&am, 0, sizeof(am));
+    size_t alen = 0;
+    rc = prov_open(&c->cfg, choice, nnodes, fabric, &sh->ep, am.addr, &alen);
+    if (rc != FC_SUCCESS) {
+        am.status = rc;
+        snprintf(am.err, sizeof(am.err), "%s", err_get());
+    }
+    am.len = (uint32_t)alen;
+    addrs = calloc((size_t)n, sizeof(*addrs));
+    addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
+    if (!addrs || !addrbuf) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    rc = b->ops->allgather(b, &am, sizeof(am), addrs);
+    if (rc != FC_SUCCESS)
+        goto fail;
+    for (int r = 0; r < n; r++) {
+        if (addrs[r].status != FC_SUCCESS) {
+            addrs[r].err[sizeof(addrs[r].err) - 1] = '\0';
+            rc = FC_ERR((fc_result_t)addrs[r].status, "rank %d (host %s) could not open %s: %s",
+                        r, infos[r].host, choice, addrs[r].err);
+            goto fail;
+        }
+        memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
+    }
+    const char **pn = calloc((size_t)n, sizeof(*pn));
+    if (!pn) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < n; r++)
+        pn[r] = pnames[r];
+    rc = prov_connect(sh->ep, n, addrbuf, pn, me);
+    free(pn);
+    if (rc != FC_SUCCESS)
+        goto fail;
+    sh->tp = prov_transport(sh->ep);
+    sh->nworld = n;
+    c->sh = sh;
+    sh = NULL;
+
+    /* 4. the communicator itself */
+    c->peers = calloc((size_t)n, sizeof(int));
+    c->p2p_sent = calloc((size_t)n, sizeof(uint64_t));
+    c->p2p_recvd = calloc((size_t)n, sizeof(uint64_t));
+    if (!c->peers || !c->p2p_sent || !c->p2p_recvd) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < n; r++)
+        c->peers[r] = r;
+    c->id = 0;
+    prov_tuning(c->sh->ep, &c->cfg, &c->chunk, &c->window, &c->eager_max);
+    rc = setup_tuning(c, choice, nnodes);
+    if (rc != FC_SUCCESS)
+        goto fail;
+    memset(&c->attr, 0, sizeof(c->attr));
+    prov_describe(c->sh->ep, &c->attr);
+    c->attr.nnodes = nnodes;
+    c->attr.local_rank = local_rank;
+    c->attr.local_size = local_size;
+    if (c->cfg.progress_thread) {
+        if (pthread_create(&c->sh->thread, NULL, progress_main, c->sh) == 0)
+            c->sh->thread_on = 1;
+        else
+            FC_WARN(LOG_INIT, "could not start the progress thread: %m; continuing without");
+    }
+
+    /* 5. prove the fabric works before returning */
+    rc = fabric_check(c, 0);
+    if (rc != FC_SUCCESS)
+        goto fail;
+    FC_INFO(LOG_INIT | LOG_NET,
+            "comm %p rank %d of %d: provider %s (tier %s, fabric %s, domain %s); %d node%s, "
+            "local rank %d of %d; rejected: %s%s%s; bootstrap: %s; chunk %zu, window %d",
+            (void *)c, me, n, c->attr.provider,
+            c->attr.tier == FC_TIER_SHM ? "shm" : c->attr.tier == FC_TIER_RDMA ? "rdma" : "net",
+            c->attr.fabric, c->attr.domain, nnodes, nnodes > 1 ? "s" : "", local_rank,
+            local_size, why[0] ? why : "none (best tier available)",
+            c->cfg.fi_provider[0] ? "; candidates narrowed by FI_PROVIDER=" : "",
+            c->cfg.fi_provider, b->how, c->chunk,
+            c->window);
+    b->ops->close(b);
+    free(infos);
+    free(addrs);
+    free(addrbuf);
+    free(names);
+    free(pnames);
+    *out = c;
+    return FC_SUCCESS;
+fail:
+    b->ops->close(b);
+    free(infos);
+    free(addrs);
+    free(addrbuf);
+    free(names);
+    free(pnames);
+    if (sh)
+        shared_release(sh);
+    if (c) {
+        if (c->sh)
+            shared_release(c->sh);
+        comm_free(c);
+    }
+    return rc;
+}
+
+/* ---- destruction ------------------------------------------------------------ */
+
+fc_result_t comm_destroy(struct fc_comm *c, int abort)
+{
+    fc_result_t rc = FC_SUCCESS;
+    struct comm_shared *sh = c->sh;
+    if (!abort) {
+        /* finish what this communicator still runs, then (when the endpoint
+         * goes away with it) a barrier so no peer is still sending to us */
+        for (;;) {
+            pthread_mutex_lock(&sh->lock);
+            struct fc_request *r = sh->active;
+            while (r && r->comm != c)
+                r = r->next;
+            pthread_mutex_unlock(&sh->lock);
+            if (!r)
+                break;
+            fc_result_t w = comm_wait(r);
+            if (rc == FC_SUCCESS)
+                rc = w;
+        }
+        if (sh->refs == 1 && c->broken == FC_SUCCESS && sh->failed == FC_SUCCESS && c->size > 1) {
+            fc_result_t b = fabric_check(c, 1);
+            if (rc == FC_SUCCESS)
+                rc = b;
+        }
+    } else {
+        /* never wait for peers: running requests are dropped with the
+         * endpoint (or parked until it closes) */
+        pthread_mutex_lock(&sh->lock);
+        for (struct fc_request **pp = &sh->active; *pp;) {
+            struct fc_request *r = *pp;
+            if (r->comm == c) {
+                *pp = r->next;
+                r->next = sh->zombies;
+                sh->zombies = r;
+            } else {
+                pp = &r->next;
+            }
+        }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    shared_release(sh);
+    comm_free(c);
+    return rc;
+}
+
+/* ---- split ------------------------------------------------------------------ */
+
+struct split_rec {
+    int32_t color, key;
+    uint32_t next_id;
+    int32_t pad;
+};
+
+struct member {
+    int key, parent_rank;
+};
+
+static int member_cmp(const void *a, const void *b)
+{
+    const struct member *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->parent_rank - y->parent_rank;
+}
+
+fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **out)
+{
+    const int n = p->size;
+    struct split_rec mine = {color, key, 0, 0};
+    pthread_mutex_lock(&p->sh->lock);
+    mine.next_id = p->sh->next_comm_id;
+    pthread_mutex_unlock(&p->sh->lock);
+    struct split_rec *all = calloc((size_t)n, sizeof(*all));
+    struct member *m = calloc((size_t)n, sizeof(*m));
+    struct fc_comm *c = NULL;
+    fc_result_t rc = FC_SUCCESS;
+    if (!all || !m) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto out;
+    }
+    struct coll_args a = {.kind = COLL_ALLGATHER, .rank = p->rank, .nranks = n,
+                          .count = sizeof(mine), .dt = FC_UINT8, .op = FC_SUM, .esize = 1};
+    struct fc_request *r = NULL;
+    rc = comm_collective(p, &a, &mine, all, &r);
+    if (rc == FC_SUCCESS)
+        rc = comm_wait(r);
+    if (rc != FC_SUCCESS || color == FC_SPLIT_NOCOLOR) {
+        *out = NULL;
+        goto out;
+    }
+    int nm = 0;
+    uint32_t id = 0;
+    for (int q = 0; q < n; q++)
+        if (all[q].color == color) {
+            m[nm].key = all[q].key;
+            m[nm].parent_rank = q;
+            nm++;
+            if (all[q].next_id > id)
+                id = all[q].next_id;
+        }
+    qsort(m, (size_t)nm, sizeof(*m), member_cmp);
+    if (id > 0xffff) {
+        rc = FC_ERR(FC_ERR_UNSUPPORTED, "more than 65535 communicators over one endpoint");
+        goto out;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto out;
+    }
+    c->size = nm;
+    c->peers = calloc((size_t)nm, sizeof(int));
+    c->p2p_sent = calloc((size_t)nm, sizeof(uint64_t));
+    c->p2p_recvd = calloc((size_t)nm, sizeof(uint64_t));
+    c->hosts = calloc((size_t)nm, sizeof(*c->hosts));
+    c->host_pid = calloc((size_t)nm, sizeof(int));
+    if (!c->peers || !c->p2p_sent || !c->p2p_recvd || !c->hosts || !c->host_pid) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto out;
+    }
+    int nnodes = 0, local_rank = 0, local_size = 0;
+    for (int i = 0; i < nm; i++) {
+        int q = m[i].parent_rank;
+        if (q == p->rank)
+            c->rank = i;
+        c->peers[i] = p->peers[q];
+        memcpy(c->hosts[i], p->hosts[q], sizeof(c->hosts[i]));
+        c->host_pid[i] = p->host_pid[q];
+    }
+    for (int i = 0; i < nm; i++) {
+        int first = 1;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(c->hosts[j], c->hosts[i]))
+                first = 0;
+        nnodes += first;
+        if (!strcmp(c->hosts[i], c->hosts[c->rank])) {
+            local_size++;
+            if (i < c->rank)
+                local_rank++;
+        }
+    }
+    c->id = id;
+    c->cfg = p->cfg;
+    c->tuning = p->tuning;
+    c->chunk = p->chunk;
+    c->window = p->window;
+    c->eager_max = p->eager_max;
+    c->attr = p->attr;
+    c->attr.nnodes = nnodes;
+    c->attr.local_rank = local_rank;
+    c->attr.local_size = local_size;
+    pthread_mutex_lock(&p->sh->lock);
+    if (p->sh->next_comm_id <= id)
+        p->sh->next_comm_id = id + 1;
+    p->sh->refs++;
+    c->sh = p->sh;
+    pthread_mutex_unlock(&p->sh->lock);
+    FC_INFO(LOG_INIT, "split: color %d key %d -> rank %d of %d (communicator id %u)", color, key,
+            c->rank, nm, id);
+    *out = c;
+    c = NULL;
+out:
+    comm_free(c);
+    free(all);
+    free(m);
+    return rc;
+}
