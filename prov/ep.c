@@ -205,7 +205,8 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
         goto fail;
     }
     *addrlen = alen;
-    p->mr_mode = p->info->domain_attr->mr_mode | prov_mr_mode_of_cfg(cfg->mr_mode_force);
+    p->prov_mr_mode = p->info->domain_attr->mr_mode;
+    p->mr_mode = p->prov_mr_mode | prov_mr_mode_of_cfg(cfg->mr_mode_force);
     p->inject_size = p->info->tx_attr->inject_size;
     p->hmem = 0;
     FC_INFO(LOG_NET, "opened %s: fabric %s, domain %s, inject %zu, mr_mode 0x%llx%s, wait %s",
@@ -258,12 +259,19 @@ void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr)
     attr->nrails = 1;
 }
 
+void prov_stop(struct prov_ep *p)
+{
+    if (p && p->ep) {
+        fi_close(&p->ep->fid);
+        p->ep = NULL;
+    }
+}
+
 void prov_close(struct prov_ep *p)
 {
     if (!p)
         return;
-    if (p->ep)
-        fi_close(&p->ep->fid);
+    prov_stop(p);
     prov_mr_close_all(p);
     if (p->av)
         fi_close(&p->av->fid);

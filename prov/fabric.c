@@ -160,9 +160,15 @@ fc_result_t prov_discover(const cfg_t *cfg, struct prov_list *out)
     }
     fi_freeinfo(info);
     qsort(all, (size_t)n, sizeof(all[0]), cand_cmp);
-    /* keep the list short but make sure every provider name survives */
-    for (int i = 0; i < n && out->n < PROV_MAX_CANDS; i++)
-        out->c[out->n++] = all[i];
+    /* keep the list short but every provider name in it: at most three
+     * fabrics per provider (tcp lists one per address) */
+    for (int i = 0; i < n && out->n < PROV_MAX_CANDS; i++) {
+        int same = 0;
+        for (uint32_t k = 0; k < out->n; k++)
+            same += !strcmp(out->c[k].name, all[i].name);
+        if (same < 3)
+            out->c[out->n++] = all[i];
+    }
     mark_caps(out, FI_RMA, 0);
     mark_caps(out, FI_HMEM, 1);
     return FC_SUCCESS;
@@ -351,6 +357,13 @@ void prov_print_info(void *file, int verbose)
     for (struct fi_info *fi = info; fi; fi = fi->next) {
         const char *name = fi->fabric_attr->prov_name;
         if (!name || strstr(name, "ofi_hook"))
+            continue;
+        int seen = 0; /* providers list several variants of one domain */
+        for (struct fi_info *g = info; g != fi && !seen; g = g->next)
+            seen = g->fabric_attr->prov_name && !strcmp(g->fabric_attr->prov_name, name) &&
+                   !strcmp(g->fabric_attr->name, fi->fabric_attr->name) &&
+                   !strcmp(g->domain_attr->name, fi->domain_attr->name);
+        if (seen)
             continue;
         if (!verbose && strchr(fi->fabric_attr->name ? fi->fabric_attr->name : "", ':'))
             continue; /* IPv6 duplicates of tcp: -v shows them */

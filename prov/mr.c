@@ -26,7 +26,10 @@
 static fc_result_t reg(struct prov_ep *p, void *buf, size_t len, struct prov_mr *m)
 {
     uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-    uint64_t key = (p->mr_mode & FI_MR_PROV_KEY) ? 0 : p->next_key++;
+    /* a provider that picks keys ignores ours; the others need unique ones
+     * (FC_MR_MODE may add PROV_KEY: we then read the key back as if the
+     * provider had picked it, but still request a unique one) */
+    uint64_t key = (p->prov_mr_mode & FI_MR_PROV_KEY) ? 0 : p->next_key++;
     uint64_t flags = 0;
     int ret = fi_mr_reg(p->domain, buf, len, access, 0, key, flags, &m->mr, NULL);
     if (ret == -FI_EINVAL || ret == -FI_ENOSYS) /* providers without remote access rights */

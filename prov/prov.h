@@ -85,6 +85,9 @@ void prov_cost_params(const char *prov_name, int nnodes, double *alpha, double *
                       double *gamma);
 /* Tier of a provider by name (the ladder). */
 fc_tier_t prov_tier_of(const char *prov_name);
+/* Closes the endpoint: no transfer runs and no completion arrives after
+ * this; registrations and memory stay valid until prov_close. */
+void prov_stop(struct prov_ep *p);
 void prov_close(struct prov_ep *p);
 
 /* fc_info: prints every provider fi_getinfo reports, with tier, caps and

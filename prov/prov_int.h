@@ -47,6 +47,7 @@ struct prov_ep {
     fc_tier_t tier;
     int hmem;
     uint64_t mr_mode;     /* what we honour: provider's demand | FC_MR_MODE */
+    uint64_t prov_mr_mode; /* what the provider itself demands */
     size_t inject_size;
     uint64_t next_key;    /* requested keys when the provider does not pick them */
     struct prov_mr *mrs;  /* registrations */

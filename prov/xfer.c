@@ -216,7 +216,7 @@ static void pe_wait(struct transport *t, int timeout_us)
         struct fid *fids[1] = {&p->cq->fid};
         if (fi_trywait(p->fabric, fids, 1) == FI_SUCCESS) {
             struct pollfd pfd = {.fd = p->wait_fd, .events = POLLIN};
-            int ms = timeout_us / 1000;
+            int ms = (timeout_us + 999) / 1000;
             poll(&pfd, 1, ms > 0 ? ms : 1);
         }
         return;

@@ -328,8 +328,9 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
     TRY(check_count(count, es, 1, "count"));
     TRY(check_buf(buf, count * es, es, "buf"));
     if (comm->broken != FC_SUCCESS)
-        return FC_ERR(comm->broken, "the communicator is unusable after an earlier error (%s)",
-                      comm->brokenmsg);
+        return FC_ERR_QUIET(comm->broken,
+                            "the communicator is unusable after an earlier error (%s)",
+                            comm->brokenmsg);
     struct fc_request *r = comm_request_new(comm, dt, FC_SUM);
     if (!r)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");

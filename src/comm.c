@@ -183,11 +183,21 @@ fc_result_t comm_test(struct fc_request *r, int *done)
     return reap(r);
 }
 
+/* How a rank waits when nothing is happening: poll the completion queue
+ * FC_SPIN times (a rank with a core of its own answers fastest), then poll
+ * with sched_yield() between polls (oversubscribed ranks let each other
+ * run), and after WAIT_YIELD_S of nothing, sleep in short naps on the CQ's
+ * file descriptor or the clock, so a rank waiting for a slow peer stops
+ * burning a core. */
+#define WAIT_YIELD_S 0.002
+#define WAIT_NAP_US 100
+
 fc_result_t comm_wait(struct fc_request *r)
 {
     struct comm_shared *sh = r->comm->sh;
     const int spin = r->comm->cfg.spin > 0 ? r->comm->cfg.spin : 1;
     int idle = 0;
+    double idle_since = 0;
     pthread_mutex_lock(&sh->lock);
     while (!r->done) {
         uint64_t ev = r->s.progress_events;
@@ -197,22 +207,22 @@ fc_result_t comm_wait(struct fc_request *r)
             break;
         if (r->s.progress_events != ev || r->s.ndone != nd) {
             idle = 0;
-            r->last_events = r->s.progress_events;
-            r->last_ndone = r->s.ndone;
-            r->last_change = comm_now();
             continue;
         }
         if (++idle < spin)
             continue;
+        double now = comm_now();
+        if (idle == spin)
+            idle_since = now;
         /* nothing happening: let the other ranks of this node run */
-        check_timeout(r, comm_now());
+        check_timeout(r, now);
         if (r->done)
             break;
         pthread_mutex_unlock(&sh->lock);
-        if (idle < spin + 32)
+        if (now - idle_since < WAIT_YIELD_S)
             sched_yield();
         else
-            sh->tp->ops->wait(sh->tp, 1000);
+            sh->tp->ops->wait(sh->tp, WAIT_NAP_US);
         pthread_mutex_lock(&sh->lock);
     }
     pthread_mutex_unlock(&sh->lock);
@@ -235,8 +245,8 @@ fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const 
                             void *recvbuf, struct fc_request **out)
 {
     if (c->broken != FC_SUCCESS)
-        return FC_ERR(c->broken, "the communicator is unusable after an earlier error (%s); "
-                      "destroy it", c->brokenmsg);
+        return FC_ERR_QUIET(c->broken, "the communicator is unusable after an earlier error "
+                            "(%s); destroy it", c->brokenmsg);
     const char *why = "";
     const struct coll_algo *al = coll_select(&c->tuning, a, &why);
     if (!al)
@@ -319,12 +329,13 @@ static void shared_release(struct comm_shared *sh)
         pthread_mutex_unlock(&sh->lock);
         pthread_join(sh->thread, NULL);
     }
-    prov_close(sh->ep); /* no completion can arrive after this */
+    prov_stop(sh->ep); /* no completion can arrive after this */
     while (sh->zombies) {
         struct fc_request *z = sh->zombies;
         sh->zombies = z->next;
-        req_free(z);
+        req_free(z); /* its scratch goes back to the transport */
     }
+    prov_close(sh->ep);
     pthread_mutex_destroy(&sh->lock);
     pthread_cond_destroy(&sh->cond);
     free(sh);

@@ -159,15 +159,31 @@ void log_write(int level, unsigned subsys, const char *func, const char *fmt, ..
     va_end(ap);
 }
 
+static fc_result_t err_vset(fc_result_t code, int level, const char *func, const char *fmt,
+                            va_list ap)
+{
+    vsnprintf(err_buf, sizeof(err_buf), fmt, ap);
+    if (level <= log_level_cur)
+        log_write(level, LOG_ALL, func, "%s (%s)", err_buf, fc_strerror(code));
+    return code;
+}
+
 fc_result_t err_set(fc_result_t code, const char *func, const char *fmt, ...)
+{
+    int level = (code == FC_ERR_INVALID_ARGUMENT || code == FC_ERR_UNSUPPORTED) ? LOG_INFO : LOG_WARN;
+    va_list ap;
+    va_start(ap, fmt);
+    err_vset(code, level, func, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+fc_result_t err_set_quiet(fc_result_t code, const char *func, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_buf, sizeof(err_buf), fmt, ap);
+    err_vset(code, LOG_INFO, func, fmt, ap);
     va_end(ap);
-    int level = (code == FC_ERR_INVALID_ARGUMENT || code == FC_ERR_UNSUPPORTED) ? LOG_INFO : LOG_WARN;
-    if (level <= log_level_cur)
-        log_write(level, LOG_ALL, func, "%s (%s)", err_buf, fc_strerror(code));
     return code;
 }
 

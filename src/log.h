@@ -59,6 +59,10 @@ void log_write(int level, unsigned subsys, const char *func, const char *fmt, ..
 fc_result_t err_set(fc_result_t code, const char *func, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define FC_ERR(code, ...) err_set((code), __func__, __VA_ARGS__)
+/* The same, logged at INFO: for repeats of an error already reported. */
+fc_result_t err_set_quiet(fc_result_t code, const char *func, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define FC_ERR_QUIET(code, ...) err_set_quiet((code), __func__, __VA_ARGS__)
 
 /* Replaces this thread's message (used to hand a request's error to the
  * thread that waits on it). */

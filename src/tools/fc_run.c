@@ -72,11 +72,12 @@ static void on_alarm(int sig)
     timed_out = 1;
 }
 
+/* Each rank leads its own process group, so what it started goes too. */
 static void kill_all(int sig)
 {
     for (int r = 0; r < nranks; r++)
         if (pids[r] > 0)
-            kill(pids[r], sig);
+            kill(-pids[r], sig);
 }
 
 static int alive(void)
@@ -189,6 +190,7 @@ int main(int argc, char **argv)
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (getppid() != parent)
                 _exit(125);
+            setpgid(0, 0);
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
@@ -209,6 +211,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "fc_run: cannot execute '%s': %s\n", prog[0], strerror(errno));
             _exit(127);
         }
+        setpgid(pid, pid); /* also here: no race with kill_all */
         pids[r] = pid;
     }
     if (timeout > 0) {

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include "topo.h"
+
+#include <string.h>
+
+#include "build_config.h"
+#include "config.h"
+#include "log.h"
+
+#ifdef HAVE_HWLOC
+#include <hwloc.h>
+
+static int load(hwloc_topology_t *t)
+{
+    if (hwloc_topology_init(t) != 0)
+        return -1;
+    hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    const cfg_t *cfg = config_global(NULL);
+    if (cfg->topo_file[0] && hwloc_topology_set_xml(*t, cfg->topo_file) != 0) {
+        FC_WARN(LOG_TOPO, "FC_TOPO_FILE=%s is not a readable hwloc XML file (%m); using "
+                "discovery", cfg->topo_file);
+    }
+    if (hwloc_topology_load(*t) != 0) {
+        hwloc_topology_destroy(*t);
+        return -1;
+    }
+    return 0;
+}
+
+static int is_gpu(hwloc_obj_t o)
+{
+    return o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ||
+           o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC;
+}
+
+static int is_nic(hwloc_obj_t o)
+{
+    return o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS ||
+           o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK;
+}
+
+int topo_summary(struct topo_summary *s)
+{
+    memset(s, 0, sizeof(*s));
+    hwloc_topology_t t;
+    if (load(&t) != 0)
+        return -1;
+    s->numa = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+    s->cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+    s->pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
+    for (hwloc_obj_t o = hwloc_get_next_osdev(t, NULL); o; o = hwloc_get_next_osdev(t, o)) {
+        s->gpus += is_gpu(o);
+        s->nics += o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+    }
+    hwloc_topology_destroy(t);
+    return 0;
+}
+
+void topo_print(FILE *fp, int verbose)
+{
+    hwloc_topology_t t;
+    if (load(&t) != 0) {
+        fprintf(fp, "  hwloc could not read the topology\n");
+        return;
+    }
+    fprintf(fp, "  %d NUMA node(s), %d core(s), %d hardware thread(s)\n",
+            hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE),
+            hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE), hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU));
+    int shown = 0;
+    for (hwloc_obj_t o = hwloc_get_next_osdev(t, NULL); o; o = hwloc_get_next_osdev(t, o)) {
+        if (!is_gpu(o) && !is_nic(o))
+            continue;
+        if (!verbose && o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && o->name &&
+            strcmp(o->name, "lo") == 0)
+            continue;
+        char bus[32] = "-";
+        hwloc_obj_t pci = o->parent;
+        while (pci && pci->type != HWLOC_OBJ_PCI_DEVICE)
+            pci = pci->parent;
+        if (pci)
+            snprintf(bus, sizeof(bus), "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain,
+                     pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+        hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, o);
+        char cpus[64] = "-";
+        if (anc && anc->cpuset)
+            hwloc_bitmap_list_snprintf(cpus, sizeof(cpus), anc->cpuset);
+        fprintf(fp, "  %-4s %-12s pci %-14s near cpus %s\n", is_gpu(o) ? "GPU" : "NIC",
+                o->name ? o->name : "?", bus, cpus);
+        shown++;
+    }
+    if (!shown)
+        fprintf(fp, "  no GPU or RDMA/network device reported by hwloc\n");
+    hwloc_topology_destroy(t);
+}
+#else
+int topo_summary(struct topo_summary *s)
+{
+    memset(s, 0, sizeof(*s));
+    return -1;
+}
+
+void topo_print(FILE *fp, int verbose)
+{
+    (void)verbose;
+    fprintf(fp, "  this build has no hwloc: topology unknown\n");
+}
+#endif
