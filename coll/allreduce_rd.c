@@ -19,12 +19,6 @@
  */
 #include "coll.h"
 
-/* Real rank of virtual rank v in the doubling among p ranks. */
-static int real_of(int v, int rem)
-{
-    return v < rem ? 2 * v + 1 : v + rem;
-}
-
 static fc_result_t build(struct sched *s, const struct coll_args *a)
 {
     const int n = a->nranks, r = a->rank;
@@ -63,7 +57,7 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
     const int v = r < 2 * rem ? r / 2 : r - rem;
     int prev2 = -1;
     for (int i = 0; i < rounds; i++) {
-        int partner = real_of(v ^ (1 << i), rem);
+        int partner = fold_real(v ^ (1 << i), rem);
         uint32_t tag = (uint32_t)i + 1;
         int snd = sched_send(s, partner, tag, sbuf(cur_region, 0), bytes);
         sched_dep(s, snd, last, 1);

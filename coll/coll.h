@@ -111,4 +111,27 @@ static inline int ceil_log2(int n)
     return l;
 }
 
+/* The non-power-of-two fold used by the doubling/halving algorithms: with
+ * n = p + rem (p a power of two), ranks below 2*rem pair up and the odd one
+ * of each pair stays in as virtual rank v = r/2; ranks from 2*rem on are
+ * v = r - rem. fold_real is the real rank of virtual rank v; fold_start the
+ * first real rank (and block) v stands for. */
+static inline int fold_real(int v, int rem)
+{
+    return v < rem ? 2 * v + 1 : v + rem;
+}
+static inline int fold_start(int v, int rem)
+{
+    return v < rem ? 2 * v : v + rem;
+}
+
+/* Binomial subtree of virtual rank v among n (root 0): v .. sub_end - 1. */
+static inline int binomial_sub_end(int v, int n)
+{
+    if (v == 0)
+        return n;
+    int e = v + (v & -v);
+    return e < n ? e : n;
+}
+
 #endif /* FC_COLL_H */

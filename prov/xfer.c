@@ -113,7 +113,7 @@ static fc_result_t cq_error(struct prov_ep *p, struct fi_cq_err_entry *e, struct
 {
     char pbuf[256];
     const char *perr = fi_cq_strerror(p->cq, e->prov_errno, e->err_data, pbuf, sizeof(pbuf));
-    int err = e->err;
+    int err = e->err < 0 ? -e->err : e->err; /* some providers (shm) report it negated */
     fc_result_t code = FC_ERR_FABRIC;
     const char *fix = "";
     switch (err) {

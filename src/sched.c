@@ -468,9 +468,13 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
     s->status = FC_SUCCESS;
     uint32_t n = s->nsteps;
     /* zero-length steps wait for chunked predecessors in full */
-    for (uint32_t e = 0; e < s->nedges; e++)
-        if (s->steps[s->edges[e].step].len == 0 || s->steps[s->edges[e].pred].zmsg)
+    /* a chunked edge needs data on both ends: with an empty step (or a
+     * signal) on either side it means "after", i.e. a full dependency */
+    for (uint32_t e = 0; e < s->nedges; e++) {
+        const struct sched_step *d = &s->steps[s->edges[e].step], *p = &s->steps[s->edges[e].pred];
+        if (d->len == 0 || p->len == 0 || p->zmsg)
             s->edges[e].chunked = 0;
+    }
     s->preds = malloc(((size_t)s->nedges + 1) * sizeof(*s->preds));
     s->succs = malloc(((size_t)s->nedges + 1) * sizeof(*s->succs));
     s->work = malloc(((size_t)n + 1) * sizeof(*s->work));

@@ -15,7 +15,10 @@
  *             This is how pipelining happens: a chain broadcast's send of
  *             chunk k follows the receive of chunk k, a ring's reduce of
  *             chunk k follows its receive, while later chunks are in flight.
- *             A zero-length step treats its chunked predecessors as full.
+ *             Where either end is empty (or a signal) a chunked dependency
+ *             is a full one. Chunks line up by each step's own start, so a
+ *             chunked dependency is only right when chunk k of the step
+ *             touches no byte beyond chunk k of its predecessor.
  *
  * The engine cuts every step into chunks of chunk_bytes (a multiple of 64,
  * so of every element size), keeps at most `window` chunks of a step in
@@ -147,6 +150,13 @@ int sched_copy(struct sched *s, struct sched_buf dst, struct sched_buf src, size
 int sched_scale(struct sched *s, struct sched_buf buf, size_t len); /* buf /= nranks */
 int sched_nop(struct sched *s);
 void sched_dep(struct sched *s, int step, int pred, int chunked);
+/* A dependency between sub-ranges of one buffer: step's range starts at
+ * byte `at`, pred's at `pat`. Chunked only when at <= pat (chunk k of the
+ * step then touches no byte beyond chunk k of pred), else full. */
+static inline void sched_dep_at(struct sched *s, int step, size_t at, int pred, size_t pat)
+{
+    sched_dep(s, step, pred, at <= pat);
+}
 /* Reserves scratch bytes (64-byte aligned); returns the offset. */
 size_t sched_scratch(struct sched *s, size_t bytes);
 /* A NOP that depends on every step from `from` on, in full: a fence. */

@@ -103,6 +103,12 @@ static void big(const char *kind_name, const char *algo, int n)
     const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
     cr_assert_not_null(al);
     size_t cnts[] = {0, 1, (size_t)n - 1, (size_t)n * 2 + 1};
+    if (al->kind == COLL_ALLGATHER || al->kind == COLL_REDUCE_SCATTER ||
+        al->kind == COLL_ALLTOALL) {
+        /* buffers of n * count elements per rank, n of them: keep it small */
+        size_t small[] = {0, 1, 2, 7};
+        memcpy(cnts, small, sizeof(cnts));
+    }
     for (size_t i = 0; i < 4; i++) {
         struct check_case c = {.kind = al->kind, .nranks = n, .root = (int)(i * 5) % n,
                                .in_place = (int)(i & 1), .count = cnts[i], .dt = FC_FLOAT32,
@@ -124,3 +130,15 @@ ALGO_TESTS(allreduce, ring)
 ALGO_TESTS(allreduce, rd)
 ALGO_TESTS(bcast, binomial)
 ALGO_TESTS(bcast, chain)
+ALGO_TESTS(allreduce, rabenseifner)
+ALGO_TESTS(bcast, scatter_allgather)
+ALGO_TESTS(reduce, binomial)
+ALGO_TESTS(reduce, rsgather)
+ALGO_TESTS(allgather, ring)
+ALGO_TESTS(allgather, rd)
+ALGO_TESTS(allgather, bruck)
+ALGO_TESTS(reduce_scatter, ring)
+ALGO_TESTS(reduce_scatter, halving)
+ALGO_TESTS(alltoall, pairwise)
+ALGO_TESTS(alltoall, bruck)
+ALGO_TESTS(barrier, dissemination)

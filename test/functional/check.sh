@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# make check's functional matrix: every test over shm and tcp at 1-4 ranks,
+# 8 ranks oversubscribed, verbs' memory-registration modes requested on tcp,
+# each algorithm forced through FC_ALGO, and fc_run's own contract.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+run="$here/run.sh"
+total_pass=0 total_fail=0 total_skip=0
+summary=()
+one() { # description, run.sh arguments...
+    local desc=$1; shift
+    echo "=== $desc: run.sh $*"
+    local out
+    out=$("$run" "$@" 2>&1)
+    echo "$out"
+    local line
+    line=$(echo "$out" | tail -1)
+    summary+=("$desc: $line")
+    read -r p _ f _ s _ <<<"$(echo "$line" | tr -d ',')"
+    total_pass=$((total_pass + ${p:-0})); total_fail=$((total_fail + ${f:-1})); total_skip=$((total_skip + ${s:-0}))
+}
+for prov in shm tcp; do
+    for n in 1 2 3 4; do
+        one "$prov x$n" -p "$prov" -n "$n"
+    done
+    one "$prov x8 oversubscribed" -p "$prov" -n 8 -t 300 allreduce broadcast reduce allgather \
+        reduce_scatter alltoall barrier nonblocking split api_program
+done
+one "tcp x3 with verbs mr_mode (local,virt_addr,prov_key,allocated)" -p tcp -n 3 \
+    -x FC_MR_MODE=verbs allreduce broadcast sendrecv nonblocking api_program
+one "tcp x4 with FC_MR_MODE=verbs,endpoint" -p tcp -n 4 -x FC_MR_MODE=verbs,endpoint \
+    allreduce broadcast
+for algo in $("$here/../../fc_info" -A 2>/dev/null); do
+    one "FC_ALGO=$algo" -p tcp -n 3 -x "FC_ALGO=$algo" allreduce broadcast reduce allgather \
+        reduce_scatter alltoall barrier
+done
+echo "=== fc_run"
+if "$here/fc_run_test.sh"; then
+    summary+=("fc_run contract: passed"); total_pass=$((total_pass + 1))
+else
+    summary+=("fc_run contract: FAILED"); total_fail=$((total_fail + 1))
+fi
+echo
+echo "=== functional summary"
+printf '%s\n' "${summary[@]}"
+echo "TOTAL: $total_pass passed, $total_fail failed, $total_skip skipped"
+[ $total_fail = 0 ]

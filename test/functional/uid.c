@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The NCCL-style path without a launcher: this process makes a unique id,
+ * forks N ranks that join with fc_comm_init_rank (in scrambled order), and
+ * each runs an allreduce and a broadcast. Usage: uid [N] (default 3). */
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static int child(const fc_unique_id_t *id, int n, int r)
+{
+    struct ft t;
+    memset(&t, 0, sizeof(t));
+    t.name = "uid";
+    t.rank = r;
+    fc_result_t rc = fc_comm_init_rank(&t.comm, n, id, r);
+    if (rc != FC_SUCCESS) {
+        fprintf(stderr, "uid: rank %d: fc_comm_init_rank: %s\n", r, fc_last_error());
+        return 1;
+    }
+    t.size = fc_comm_size(t.comm);
+    FT_CHECK(&t, fc_comm_rank(t.comm) == r && t.size == n, "rank/size %d/%d", fc_comm_rank(t.comm),
+             t.size);
+    int64_t v[100], s[100];
+    for (int i = 0; i < 100; i++)
+        v[i] = r * 1000 + i;
+    FT_OK(&t, fc_allreduce(v, s, 100, FC_INT64, FC_SUM, t.comm));
+    for (int i = 0; i < 100; i++)
+        FT_CHECK(&t, s[i] == 1000LL * n * (n - 1) / 2 + (int64_t)n * i, "sum[%d]=%lld", i,
+                 (long long)s[i]);
+    FT_OK(&t, fc_broadcast(v, s, 100, FC_INT64, n - 1, t.comm));
+    for (int i = 0; i < 100; i++)
+        FT_CHECK(&t, s[i] == (int64_t)(n - 1) * 1000 + i, "bcast[%d]=%lld", i, (long long)s[i]);
+    fc_comm_attr_t a;
+    FT_OK(&t, fc_comm_query(t.comm, &a));
+    FT_CHECK(&t, a.nnodes == 1 && a.local_size == n, "nnodes %d local_size %d", a.nnodes,
+             a.local_size);
+    return ft_finish(&t);
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 3;
+    fc_unique_id_t id;
+    if (fc_get_unique_id(&id) != FC_SUCCESS) {
+        fprintf(stderr, "uid: fc_get_unique_id: %s\n", fc_last_error());
+        return 1;
+    }
+    pid_t *pids = calloc((size_t)n, sizeof(pid_t));
+    for (int k = 0; k < n; k++) {
+        int r = (k * 2 + 1) % n; /* join out of order */
+        if (n % 2 == 0)
+            r = n - 1 - k;
+        pids[k] = fork();
+        if (pids[k] == 0)
+            _exit(child(&id, n, r));
+    }
+    int bad = 0;
+    for (int k = 0; k < n; k++) {
+        int st;
+        waitpid(pids[k], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "uid: a rank failed (status 0x%x)\n", st);
+            bad = 1;
+        }
+    }
+    if (!bad)
+        printf("uid: %d ranks joined through the unique id\n", n);
+    free(pids);
+    return bad;
+}

@@ -1,0 +1,499 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fc_perf: nccl-tests-style sweep of fabcoll's collectives, written
+ * against the public API only. Run it under a launcher:
+ *   fc_run -n 4 fc_perf -b 8 -e 256M -f 2
+ * Times are medians over the measured iterations of the slowest rank's
+ * time for each iteration; algbw = size / time; busbw = algbw x the
+ * collective's bus factor (nccl-tests' definitions).
+ */
+#define _GNU_SOURCE
+#include <fabcoll.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static const char usage[] =
+    "Usage: fc_run -n N fc_perf [options]\n"
+    "\n"
+    "Sweeps message sizes for fabcoll collectives and prints, per size, the\n"
+    "median time and the algorithm and bus bandwidths as nccl-tests defines\n"
+    "them (busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather,\n"
+    "reduce_scatter and alltoall, 1 for broadcast and reduce).\n"
+    "\n"
+    "Options:\n"
+    "  -C, --coll LIST       collectives, comma separated (default allreduce):\n"
+    "                        allreduce bcast reduce allgather reduce_scatter\n"
+    "                        alltoall barrier, or 'all'\n"
+    "  -b, --minbytes SIZE   smallest size (default 8; K/M/G suffixes)\n"
+    "  -e, --maxbytes SIZE   largest size (default 32M)\n"
+    "  -f, --stepfactor F    multiply the size by F each step (default 2)\n"
+    "  -i, --stepbytes SIZE  add SIZE each step instead of multiplying\n"
+    "  -n, --iters N         measured iterations per size (default 20)\n"
+    "  -w, --warmup N        warm-up iterations per size (default 5)\n"
+    "  -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 float16 bfloat16\n"
+    "                        float32 float64 (default float32)\n"
+    "  -o, --op OP           sum prod min max avg (default sum)\n"
+    "  -r, --root R          root of bcast and reduce (default 0)\n"
+    "  -a, --algo NAME       force an algorithm (sets FC_ALGO=coll:NAME)\n"
+    "  -I, --inplace         run in place\n"
+    "  -c, --check           check every result against closed-form values\n"
+    "                        (#wrong column; exit 1 if any is wrong)\n"
+    "      --csv             comma-separated output\n"
+    "      --json            one JSON object per line\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "Sizes are nccl-tests' sizes: the bytes of one rank's buffer for allreduce,\n"
+    "bcast and reduce; the whole receive (allgather) or send (reduce_scatter,\n"
+    "alltoall) buffer of n blocks for the others.\n";
+
+enum coll { ALLREDUCE, BCAST, REDUCE, ALLGATHER, REDUCE_SCATTER, ALLTOALL, BARRIER, NCOLL };
+static const char *coll_names[NCOLL] = {"allreduce", "bcast",    "reduce", "allgather",
+                                        "reduce_scatter", "alltoall", "barrier"};
+static const char *dt_names[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
+                                 "uint64",  "float16",  "bfloat16", "float32", "float64"};
+static const char *op_names[] = {"sum", "prod", "min", "max", "avg"};
+
+static int lookup(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (end == s || *end || v < 0)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* one rank's input at element i (small integers: exact in every type) */
+static double input(int rank, size_t i)
+{
+    return (double)((rank + (int)(i % 3)) % 3 + 1);
+}
+
+static void store(void *b, size_t i, fc_datatype_t dt, double v)
+{
+    switch (dt) {
+    case FC_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
+    case FC_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
+    case FC_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
+    case FC_UINT32: ((uint32_t *)b)[i] = (uint32_t)v; break;
+    case FC_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
+    case FC_UINT64: ((uint64_t *)b)[i] = (uint64_t)v; break;
+    case FC_FLOAT16: {
+        _Float16 h = (_Float16)v;
+        memcpy((char *)b + 2 * i, &h, 2);
+        break;
+    }
+    case FC_BFLOAT16: {
+        float f = (float)v; /* small integers: exact, truncation is rounding */
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy((char *)b + 2 * i, &h, 2);
+        break;
+    }
+    case FC_FLOAT32: ((float *)b)[i] = (float)v; break;
+    case FC_FLOAT64: ((double *)b)[i] = v; break;
+    }
+}
+
+static double load(const void *b, size_t i, fc_datatype_t dt)
+{
+    switch (dt) {
+    case FC_INT8: return ((const int8_t *)b)[i];
+    case FC_UINT8: return ((const uint8_t *)b)[i];
+    case FC_INT32: return ((const int32_t *)b)[i];
+    case FC_UINT32: return ((const uint32_t *)b)[i];
+    case FC_INT64: return (double)((const int64_t *)b)[i];
+    case FC_UINT64: return (double)((const uint64_t *)b)[i];
+    case FC_FLOAT16: {
+        _Float16 h;
+        memcpy(&h, (const char *)b + 2 * i, 2);
+        return (double)h;
+    }
+    case FC_BFLOAT16: {
+        uint16_t h;
+        memcpy(&h, (const char *)b + 2 * i, 2);
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    case FC_FLOAT32: return ((const float *)b)[i];
+    case FC_FLOAT64: return ((const double *)b)[i];
+    }
+    return 0;
+}
+
+/* the reduction of input() over n ranks (no wrap: checked sizes keep it
+ * small for every op but int8 products, which are skipped) */
+static double reduced(fc_op_t op, int n, size_t i)
+{
+    double acc = input(0, i);
+    for (int r = 1; r < n; r++) {
+        double v = input(r, i);
+        switch (op) {
+        case FC_SUM:
+        case FC_AVG: acc += v; break;
+        case FC_PROD: acc *= v; break;
+        case FC_MIN: acc = v < acc ? v : acc; break;
+        case FC_MAX: acc = v > acc ? v : acc; break;
+        }
+    }
+    if (op == FC_AVG)
+        acc = floor(acc / n); /* integer types truncate; floats compared with tolerance */
+    return acc;
+}
+
+struct opts {
+    size_t minb, maxb, stepb;
+    double factor;
+    int iters, warmup, root, inplace, check, csv, json;
+    fc_datatype_t dt;
+    fc_op_t op;
+    int colls[NCOLL], ncolls;
+};
+
+static fc_result_t run_once(enum coll c, void *sb, void *rb, size_t count, const struct opts *o,
+                            fc_comm_t comm, int rank, int n)
+{
+    void *s = o->inplace ? rb : sb;
+    switch (c) {
+    case ALLREDUCE: return fc_allreduce(s, rb, count, o->dt, o->op, comm);
+    case BCAST: return fc_broadcast(rank == o->root ? s : NULL, rb, count, o->dt, o->root, comm);
+    case REDUCE: return fc_reduce(s, rb, count, o->dt, o->op, o->root, comm);
+    case ALLGATHER:
+        return fc_allgather(o->inplace ? (char *)rb + (size_t)rank * count * fc_datatype_size(o->dt)
+                                       : sb,
+                            rb, count, o->dt, comm);
+    case REDUCE_SCATTER:
+        return fc_reduce_scatter(sb, o->inplace ? (char *)sb + (size_t)rank * count *
+                                                               fc_datatype_size(o->dt)
+                                                : rb,
+                                 count, o->dt, o->op, comm);
+    case ALLTOALL: return fc_alltoall(s, rb, count, o->dt, comm);
+    case BARRIER: return fc_barrier(comm);
+    default: return FC_ERR_INVALID_ARGUMENT;
+    }
+    (void)n;
+}
+
+/* Fills inputs, runs once, counts wrong elements on this rank. */
+static long check_once(enum coll c, char *sb, char *rb, size_t count, const struct opts *o,
+                       fc_comm_t comm, int rank, int n)
+{
+    size_t es = fc_datatype_size(o->dt);
+    size_t ns = count, nr = count;
+    if (c == ALLGATHER)
+        nr = count * (size_t)n;
+    if (c == REDUCE_SCATTER || c == ALLTOALL)
+        ns = count * (size_t)n;
+    if (c == ALLTOALL)
+        nr = ns;
+    char *src = sb;
+    if (o->inplace)
+        src = (c == ALLGATHER) ? rb + (size_t)rank * count * es : (c == REDUCE_SCATTER ? sb : rb);
+    for (size_t i = 0; i < ns; i++)
+        store(src, i, o->dt, c == ALLTOALL ? (double)((rank * 7 + (int)i) % 100)
+                                           : input(c == BCAST ? o->root : rank, i));
+    if (run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
+        return (long)nr + 1;
+    const char *res = rb;
+    if (c == REDUCE_SCATTER && o->inplace)
+        res = sb + (size_t)rank * count * es;
+    if (c == REDUCE && rank != o->root)
+        return 0;
+    if (c == BARRIER)
+        return 0;
+    long wrong = 0;
+    size_t checkn = c == REDUCE_SCATTER ? count : nr;
+    for (size_t i = 0; i < checkn; i++) {
+        double e;
+        switch (c) {
+        case ALLREDUCE:
+        case REDUCE: e = reduced(o->op, n, i); break;
+        case REDUCE_SCATTER: e = reduced(o->op, n, (size_t)rank * count + i); break;
+        case BCAST: e = input(o->root, i); break;
+        case ALLGATHER: e = input((int)(i / count), i % count); break;
+        case ALLTOALL: {
+            size_t from = i / count, k = i % count;
+            e = (double)(((int)from * 7 + (int)((size_t)rank * count + k)) % 100);
+            break;
+        }
+        default: e = 0;
+        }
+        double g = load(res, i, o->dt);
+        int float_avg = o->op == FC_AVG && (o->dt >= FC_FLOAT16) &&
+                        (c == ALLREDUCE || c == REDUCE || c == REDUCE_SCATTER);
+        if (float_avg) {
+            double exact = 0;
+            for (int r = 0; r < n; r++)
+                exact += input(r, c == REDUCE_SCATTER ? (size_t)rank * count + i : i);
+            e = exact / n;
+            if (fabs(g - e) > 1e-2 * fabs(e))
+                wrong++;
+        } else if (g != e) {
+            wrong++;
+        }
+    }
+    return wrong;
+}
+
+static double bus_factor(enum coll c, int n)
+{
+    switch (c) {
+    case ALLREDUCE: return n > 1 ? 2.0 * (n - 1) / n : 0;
+    case ALLGATHER:
+    case REDUCE_SCATTER:
+    case ALLTOALL: return n > 1 ? (double)(n - 1) / n : 0;
+    case BCAST:
+    case REDUCE: return 1;
+    default: return 0;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {.minb = 8, .maxb = 32u << 20, .factor = 2, .iters = 20, .warmup = 5,
+                     .dt = FC_FLOAT32, .op = FC_SUM};
+    const char *algo = NULL, *collist = "allreduce";
+    static const struct option lo[] = {
+        {"coll", required_argument, NULL, 'C'},      {"minbytes", required_argument, NULL, 'b'},
+        {"maxbytes", required_argument, NULL, 'e'},  {"stepfactor", required_argument, NULL, 'f'},
+        {"stepbytes", required_argument, NULL, 'i'}, {"iters", required_argument, NULL, 'n'},
+        {"warmup", required_argument, NULL, 'w'},    {"datatype", required_argument, NULL, 'd'},
+        {"op", required_argument, NULL, 'o'},        {"root", required_argument, NULL, 'r'},
+        {"algo", required_argument, NULL, 'a'},      {"inplace", no_argument, NULL, 'I'},
+        {"check", no_argument, NULL, 'c'},           {"csv", no_argument, NULL, 1},
+        {"json", no_argument, NULL, 2},              {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:Ich", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'C': collist = optarg; break;
+        case 'b':
+            if (parse_size(optarg, &o.minb)) goto bad;
+            break;
+        case 'e':
+            if (parse_size(optarg, &o.maxb)) goto bad;
+            break;
+        case 'f': o.factor = atof(optarg); break;
+        case 'i':
+            if (parse_size(optarg, &o.stepb)) goto bad;
+            break;
+        case 'n': o.iters = atoi(optarg); break;
+        case 'w': o.warmup = atoi(optarg); break;
+        case 'd': {
+            int v = lookup(optarg, dt_names, 10);
+            if (v < 0) goto bad;
+            o.dt = (fc_datatype_t)v;
+            break;
+        }
+        case 'o': {
+            int v = lookup(optarg, op_names, 5);
+            if (v < 0) goto bad;
+            o.op = (fc_op_t)v;
+            break;
+        }
+        case 'r': o.root = atoi(optarg); break;
+        case 'a': algo = optarg; break;
+        case 'I': o.inplace = 1; break;
+        case 'c': o.check = 1; break;
+        case 1: o.csv = 1; break;
+        case 2: o.json = 1; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: goto bad;
+        }
+    }
+    if (o.iters < 1 || (o.factor <= 1 && !o.stepb) || o.minb > o.maxb)
+        goto bad;
+    {
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", collist);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            if (!strcasecmp(tok, "all")) {
+                for (int k = 0; k < NCOLL; k++)
+                    o.colls[o.ncolls++] = k;
+                continue;
+            }
+            int k = lookup(tok, coll_names, NCOLL);
+            if (k < 0 && !strcasecmp(tok, "broadcast"))
+                k = BCAST;
+            if (k < 0) {
+                fprintf(stderr, "fc_perf: unknown collective '%s'\n", tok);
+                return 2;
+            }
+            if (o.ncolls < NCOLL)
+                o.colls[o.ncolls++] = k;
+        }
+    }
+    if (algo) {
+        /* before the first fabcoll call: settings are read once */
+        char spec[512] = "";
+        size_t off = 0;
+        for (int k = 0; k < o.ncolls; k++)
+            off += (size_t)snprintf(spec + off, sizeof(spec) - off, "%s%s:%s", k ? "," : "",
+                                    coll_names[o.colls[k]], algo);
+        setenv("FC_ALGO", spec, 1);
+    }
+
+    fc_comm_t comm;
+    fc_result_t rc = fc_comm_init(&comm);
+    if (rc != FC_SUCCESS) {
+        fprintf(stderr, "fc_perf: fc_comm_init: %s\n", fc_last_error());
+        return 1;
+    }
+    int rank = fc_comm_rank(comm), n = fc_comm_size(comm);
+    if (o.root < 0 || o.root >= n)
+        o.root = 0;
+    fc_comm_attr_t attr;
+    fc_comm_query(comm, &attr);
+    size_t es = fc_datatype_size(o.dt);
+    size_t bufb = o.maxb + 4096;
+    char *sb = aligned_alloc(4096, bufb), *rb = aligned_alloc(4096, bufb);
+    if (!sb || !rb) {
+        fprintf(stderr, "fc_perf: cannot allocate 2 x %zu bytes\n", bufb);
+        return 1;
+    }
+    memset(sb, 1, bufb);
+    memset(rb, 0, bufb);
+    double *times = malloc(sizeof(double) * (size_t)o.iters);
+    static const char *tiers[] = {"shm", "net", "rdma", "gdr"};
+    long total_wrong = 0;
+    if (rank == 0 && !o.csv && !o.json)
+        printf("# fc_perf: %d ranks on %d node(s), provider %s (tier %s), %s %s%s, %d "
+               "iterations after %d warm-up, median of the slowest rank per iteration\n",
+               n, attr.nnodes, attr.provider, tiers[attr.tier & 3], dt_names[o.dt],
+               op_names[o.op], o.inplace ? ", in place" : "", o.iters, o.warmup);
+    if (rank == 0 && o.csv)
+        printf("collective,ranks,provider,size,count,type,op,root,time_us,min_us,avg_us,"
+               "algbw_GBps,busbw_GBps,wrong\n");
+    for (int ci = 0; ci < o.ncolls; ci++) {
+        enum coll c = (enum coll)o.colls[ci];
+        if (rank == 0 && !o.csv && !o.json)
+            printf("#\n# %s\n# %12s %12s %8s %6s %5s %11s %11s %11s %7s\n", coll_names[c],
+                   "size(B)", "count", "type", "redop", "root", "time(us)", "algbw(GB/s)",
+                   "busbw(GB/s)", "#wrong");
+        for (size_t bytes = o.minb; bytes <= o.maxb;) {
+            size_t count = bytes / es;
+            if (c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL)
+                count /= (size_t)n;
+            if (c == BARRIER)
+                count = 0;
+            size_t real = c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL
+                              ? count * (size_t)n * es
+                              : count * es;
+            int failed = 0;
+            for (int w = 0; w < o.warmup && !failed; w++)
+                failed = run_once(c, sb, rb, count, &o, comm, rank, n) != FC_SUCCESS;
+            for (int it = 0; it < o.iters && !failed; it++) {
+                double t0 = now();
+                failed = run_once(c, sb, rb, count, &o, comm, rank, n) != FC_SUCCESS;
+                times[it] = now() - t0;
+            }
+            if (failed) {
+                fprintf(stderr, "fc_perf: rank %d: %s of %zu bytes failed: %s\n", rank,
+                        coll_names[c], real, fc_last_error());
+                return 1;
+            }
+            /* the slowest rank's time for each iteration */
+            if (fc_allreduce(times, times, (size_t)o.iters, FC_FLOAT64, FC_MAX, comm) !=
+                FC_SUCCESS) {
+                fprintf(stderr, "fc_perf: %s\n", fc_last_error());
+                return 1;
+            }
+            double avg = 0;
+            for (int it = 0; it < o.iters; it++)
+                avg += times[it] / o.iters;
+            qsort(times, (size_t)o.iters, sizeof(double), cmp_double);
+            double med = o.iters % 2 ? times[o.iters / 2]
+                                     : 0.5 * (times[o.iters / 2 - 1] + times[o.iters / 2]);
+            long wrong = 0;
+            /* products of up to 3^n overflow the 8-bit and half types */
+            int checkable = !(o.op == FC_PROD && (o.dt <= FC_UINT8 || o.dt == FC_FLOAT16 ||
+                                                  o.dt == FC_BFLOAT16));
+            if (o.check && checkable) {
+                wrong = check_once(c, sb, rb, count, &o, comm, rank, n);
+                int64_t w64 = wrong;
+                fc_allreduce(&w64, &w64, 1, FC_INT64, FC_SUM, comm);
+                wrong = (long)w64;
+                total_wrong += wrong;
+            }
+            double algbw = med > 0 ? (double)real / med / 1e9 : 0;
+            double busbw = algbw * bus_factor(c, n);
+            if (rank == 0) {
+                const char *rootstr = (c == BCAST || c == REDUCE) ? "" : "-";
+                char rootbuf[16];
+                snprintf(rootbuf, sizeof(rootbuf), "%d", o.root);
+                if (*rootstr == '\0')
+                    rootstr = rootbuf;
+                const char *opstr = (c == ALLREDUCE || c == REDUCE || c == REDUCE_SCATTER)
+                                        ? op_names[o.op]
+                                        : "-";
+                if (o.csv)
+                    printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,%ld\n",
+                           coll_names[c], n, attr.provider, real, count, dt_names[o.dt], opstr,
+                           rootstr, med * 1e6, times[0] * 1e6, avg * 1e6, algbw, busbw, wrong);
+                else if (o.json)
+                    printf("{\"collective\":\"%s\",\"ranks\":%d,\"provider\":\"%s\",\"size\":%zu,"
+                           "\"count\":%zu,\"type\":\"%s\",\"op\":\"%s\",\"root\":\"%s\","
+                           "\"time_us\":%.3f,\"min_us\":%.3f,\"avg_us\":%.3f,\"algbw\":%.4f,"
+                           "\"busbw\":%.4f,\"wrong\":%ld}\n",
+                           coll_names[c], n, attr.provider, real, count, dt_names[o.dt], opstr,
+                           rootstr, med * 1e6, times[0] * 1e6, avg * 1e6, algbw, busbw, wrong);
+                else
+                    printf("  %12zu %12zu %8s %6s %5s %11.2f %11.3f %11.3f %7ld\n", real, count,
+                           dt_names[o.dt], opstr, rootstr, med * 1e6, algbw, busbw, wrong);
+            }
+            if (c == BARRIER)
+                break;
+            size_t next = o.stepb ? bytes + o.stepb : (size_t)((double)bytes * o.factor);
+            if (next <= bytes)
+                break;
+            bytes = next;
+        }
+    }
+    free(times);
+    free(sb);
+    free(rb);
+    fc_comm_destroy(comm);
+    if (o.check && rank == 0 && !o.csv && !o.json)
+        printf("# %s\n", total_wrong ? "WRONG RESULTS" : "all results correct");
+    return total_wrong ? 1 : 0;
+bad:
+    fprintf(stderr, "fc_perf: bad arguments\n\n%s", usage);
+    return 2;
+}
