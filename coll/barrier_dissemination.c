@@ -9,9 +9,11 @@
  * Works for any n: no pairing, no fold.
  *
  * Steps: ceil(log2 n) zero-byte signals and waits per rank. The signal of
- * round k+1 depends on the wait of round k (that is what carries the
- * knowledge); every wait is posted at once, so an early signal finds its
- * receive. Round k uses step tag k, so two rounds that hit the same peer
+ * round k+1 depends on the wait of round k and on the signal of round k,
+ * hence on every earlier wait: that is what carries the knowledge (a
+ * signal that followed only the latest wait could leave before an older
+ * round's news arrived). Every wait is posted at once, so an early signal
+ * finds its receive. Round k uses step tag k, so two rounds that hit the same peer
  * (n not a power of two) never match each other. No data, no scratch.
  */
 #include "coll.h"
@@ -19,10 +21,12 @@
 static fc_result_t build(struct sched *s, const struct coll_args *a)
 {
     const int n = a->nranks, r = a->rank;
-    int prev_wait = -1;
+    int prev_wait = -1, prev_sig = -1;
     for (int k = 0, dist = 1; dist < n; k++, dist <<= 1) {
         int sig = sched_signal(s, mod(r + dist, n), (uint32_t)k);
         sched_dep(s, sig, prev_wait, 0);
+        sched_dep(s, sig, prev_sig, 0);
+        prev_sig = sig;
         prev_wait = sched_wait_signal(s, mod(r - dist, n), (uint32_t)k);
     }
     return s->build_err;

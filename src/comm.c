@@ -387,25 +387,27 @@ static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nn
 }
 
 /* Verifies the fabric carries messages among all ranks before anyone
- * relies on it: a dissemination barrier (log2 n rounds of signals). */
+ * relies on it (and, at destroy, that no peer still sends to us): the
+ * dissemination barrier, on the control tag space. */
 static fc_result_t fabric_check(struct fc_comm *c, uint64_t seq)
 {
+    const struct coll_algo *al = coll_algo_find(COLL_BARRIER, "dissemination", 13);
+    struct coll_args a = {.kind = COLL_BARRIER, .rank = c->rank, .nranks = c->size,
+                          .dt = FC_UINT8, .op = FC_SUM, .esize = 1};
     struct fc_request *r = comm_request_new(c, FC_UINT8, FC_SUM);
     if (!r)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     r->s.coll_name = "connectivity check";
-    r->s.algo_name = "dissemination";
-    int prev = -1;
-    for (int k = 1, round = 0; k < c->size; k *= 2, round++) {
-        int snd = sched_signal(&r->s, (c->rank + k) % c->size, (uint32_t)round);
-        int rcv = sched_wait_signal(&r->s, (c->rank - k + c->size) % c->size, (uint32_t)round);
-        sched_dep(&r->s, snd, prev, 0);
-        prev = rcv;
+    r->s.algo_name = al->name;
+    fc_result_t rc = al->build(&r->s, &a);
+    if (rc != FC_SUCCESS) {
+        req_free(r);
+        return rc;
     }
     double saved = c->cfg.timeout;
     c->cfg.timeout = c->cfg.boot_timeout;
-    fc_result_t rc = comm_start(r, NULL, NULL, tag_base(c->id, TAG_KIND_CTRL, seq),
-                                "connectivity check over the fabric", 0);
+    rc = comm_start(r, NULL, NULL, tag_base(c->id, TAG_KIND_CTRL, seq),
+                    "connectivity check over the fabric", 0);
     if (rc == FC_SUCCESS)
         rc = comm_wait(r);
     c->cfg.timeout = saved;

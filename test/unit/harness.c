@@ -95,6 +95,75 @@ out:
     return rc;
 }
 
+int h_run_late(const struct coll_algo *al, const struct coll_args *tmpl, int late,
+               const struct h_opts *o, char *err, size_t errlen)
+{
+    int n = tmpl->nranks, early = -1;
+    struct loop_fabric *f = loop_fabric_create(n, o->seed);
+    struct sched *s = calloc((size_t)n, sizeof(*s));
+    err[0] = '\0';
+    if (!f || !s) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        struct coll_args a = *tmpl;
+        a.rank = r;
+        sched_init(&s[r], a.dt, a.op, n);
+        if (al->build(&s[r], &a) != FC_SUCCESS) {
+            snprintf(err, errlen, "build failed at rank %d", r);
+            goto out;
+        }
+    }
+    struct sched_env env = {.tag_base = tag_base(3, TAG_KIND_COLL, 1), .chunk_bytes = o->chunk,
+                            .window = o->window ? o->window : 2};
+    for (int phase = 0; phase < 2; phase++) {
+        for (int r = 0; r < n; r++) {
+            if ((r == late) != (phase == 1))
+                continue;
+            env.tp = loop_transport(f, r);
+            if (sched_start(&s[r], &env, NULL, NULL) != FC_SUCCESS) {
+                snprintf(err, errlen, "start failed at rank %d", r);
+                goto out;
+            }
+        }
+        int idle = 0;
+        for (int round = 0; idle < 3 && round < 100000; round++) {
+            int ev = 0, ndone = 0;
+            for (int r = 0; r < n; r++) {
+                if (phase == 0 && r == late)
+                    continue;
+                struct transport *tp = loop_transport(f, r);
+                int nc = 0;
+                tp->ops->progress(tp, &nc);
+                ev += nc;
+                if (sched_advance(&s[r]) != FC_SUCCESS) {
+                    snprintf(err, errlen, "rank %d: %s", r, s[r].errmsg);
+                    goto out;
+                }
+                ndone += sched_done(&s[r]);
+            }
+            idle = ev ? 0 : idle + 1;
+            if (phase == 0)
+                early = ndone;
+            else if (ndone == n)
+                break;
+        }
+    }
+    for (int r = 0; r < n; r++)
+        if (!sched_done(&s[r])) {
+            snprintf(err, errlen, "rank %d never finished", r);
+            early = -1;
+        }
+out:
+    if (s)
+        for (int r = 0; r < n; r++)
+            sched_release(&s[r]);
+    free(s);
+    loop_fabric_destroy(f);
+    return early;
+}
+
 static uint32_t mix(uint32_t x)
 {
     x ^= x >> 16;

@@ -19,6 +19,12 @@ struct h_opts {
 fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void **send,
                   void **recv, const struct h_opts *o, char *err, size_t errlen);
 
+/* Runs every rank but `late` until nothing moves, then starts `late` too
+ * and finishes. Returns the number of ranks that completed before `late`
+ * started (a barrier must give 0), or -1 on an error (message in err). */
+int h_run_late(const struct coll_algo *al, const struct coll_args *tmpl, int late,
+               const struct h_opts *o, char *err, size_t errlen);
+
 /* Fills n elements of dt at p with the closed-form input of rank r for op:
  * small integers whose sums and products are exact in every type. */
 void h_fill(void *p, fc_datatype_t dt, fc_op_t op, int r, int nranks, size_t first, size_t n);

@@ -121,6 +121,30 @@ static void big(const char *kind_name, const char *algo, int n)
     }
 }
 
+/* A barrier: no rank may finish before the last one has started, whoever
+ * is last, in any completion order. */
+static void barrier_waits_for_everyone(const char *algo)
+{
+    const struct coll_algo *al = coll_algo_find(COLL_BARRIER, algo, strlen(algo));
+    cr_assert_not_null(al);
+    for (int n = 2; n <= 33; n++)
+        for (int late = 0; late < n; late++)
+            for (unsigned seed = 0; seed < 3; seed++) {
+                struct coll_args a = {.kind = COLL_BARRIER, .nranks = n, .dt = FC_UINT8,
+                                      .op = FC_SUM, .esize = 1};
+                struct h_opts o = {.chunk = 0, .window = 2, .seed = seed};
+                char err[300];
+                int early = h_run_late(al, &a, late, &o, err, sizeof(err));
+                cr_assert_eq(early, 0, "barrier/%s n=%d: %d ranks left before rank %d arrived "
+                             "(seed %u) %s", algo, n, early, late, seed, err);
+            }
+}
+
+Test(barrier, dissemination_waits_for_everyone, .timeout = 120)
+{
+    barrier_waits_for_everyone("dissemination");
+}
+
 #define ALGO_TESTS(kind, algo)                                                                 \
     Test(kind, algo##_sweep, .timeout = 300) { sweep(#kind, #algo); }                          \
     Test(kind, algo##_128, .timeout = 300) { big(#kind, #algo, 128); }                         \
