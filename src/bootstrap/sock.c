@@ -290,13 +290,19 @@ static int on_hello(struct boot_server *sv, int i)
     if (!s)
         return -1;
     if (s->nranks != nranks) {
-        sess_fail(sv, s, "rank %d says the job has %d ranks, others said %d: every rank must "
-                  "pass the same nranks", rank, nranks, s->nranks);
+        char m[160];
+        snprintf(m, sizeof(m), "rank %d says the job has %d ranks, others said %d: every rank "
+                 "must pass the same nranks", rank, nranks, s->nranks);
+        send_msg(c->fd, MSG_ERROR, m, strlen(m), 1.0);
+        sess_fail(sv, s, "%s", m);
         return -1;
     }
     if (s->by_rank[rank]) {
-        sess_fail(sv, s, "two processes joined as rank %d (from %s and %s): every rank must "
-                  "pass a distinct rank", rank, s->by_rank[rank]->peer, c->peer);
+        char m[256];
+        snprintf(m, sizeof(m), "two processes joined as rank %d (from %.60s and %.60s): every "
+                 "rank must pass a distinct rank", rank, s->by_rank[rank]->peer, c->peer);
+        send_msg(c->fd, MSG_ERROR, m, strlen(m), 1.0);
+        sess_fail(sv, s, "%s", m);
         return -1;
     }
     c->s = s;
@@ -391,6 +397,12 @@ static int on_readable(struct boot_server *sv, int i)
     c->inlen += (size_t)n;
     for (;;) {
         if (!c->s) {
+            /* a stranger is turned away as soon as its first bytes show it */
+            if (c->inlen >= 4 && memcmp(c->in, MAGIC, 4) != 0) {
+                FC_WARN(LOG_BOOT, "rendezvous: refused a connection from %s: not a fabcoll "
+                        "client", c->peer);
+                return -1;
+            }
             if (c->inlen < HELLO_LEN)
                 return 0;
             if (on_hello(sv, i) < 0)
@@ -629,11 +641,30 @@ struct boot_sock {
     char where[96];
 };
 
+/* After the server closed on us: the ERROR it sent first, if any. */
+static int pending_error(struct boot_sock *s, char *buf, size_t len)
+{
+    unsigned char h[8];
+    if (recv_all(s->fd, h, 8, 1.0) || get32(h) != MSG_ERROR)
+        return -1;
+    size_t l = get32(h + 4);
+    if (l >= len)
+        l = len - 1;
+    if (recv_all(s->fd, buf, l, 1.0))
+        return -1;
+    buf[l] = '\0';
+    return 0;
+}
+
 static fc_result_t sock_allgather(struct boot *b, const void *mine, size_t len, void *all)
 {
     struct boot_sock *s = (struct boot_sock *)b;
-    if (send_msg(s->fd, MSG_CONTRIB, mine, len, s->timeout))
+    if (send_msg(s->fd, MSG_CONTRIB, mine, len, s->timeout)) {
+        char why[512];
+        if (pending_error(s, why, sizeof(why)) == 0)
+            return FC_ERR(FC_ERR_BOOTSTRAP, "rendezvous at %s: %s", s->where, why);
         return FC_ERR(FC_ERR_BOOTSTRAP, "sending to the rendezvous at %s failed: %m", s->where);
+    }
     unsigned char h[8];
     int r = recv_all(s->fd, h, 8, s->timeout);
     if (r == -2)

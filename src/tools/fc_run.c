@@ -39,6 +39,13 @@ static const char usage[] =
     "                        (repeatable)\n"
     "  -t, --timeout SEC     stop the job after SEC seconds (exit status 124)\n"
     "  -q, --quiet           do not report failing ranks on stderr\n"
+    "      --serve           start no program: serve a rendezvous for ranks started\n"
+    "                        some other way (ssh, containers, network namespaces);\n"
+    "                        prints FC_ROOT_ADDR=... and FC_JOB_SECRET=... lines for\n"
+    "                        them (each also needs FC_RANK and FC_SIZE) and serves\n"
+    "                        until killed or -t expires\n"
+    "      --address IP      the address --serve advertises (default: this host's\n"
+    "                        first non-loopback IPv4 address, or FC_IFACE's)\n"
     "  -h, --help            this text\n"
     "  -V, --version         print the fabcoll version\n"
     "\n"
@@ -102,7 +109,10 @@ int main(int argc, char **argv)
         {"np", required_argument, NULL, 'n'},      {"provider", required_argument, NULL, 'p'},
         {"env", required_argument, NULL, 'x'},     {"timeout", required_argument, NULL, 't'},
         {"quiet", no_argument, NULL, 'q'},         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
+        {"version", no_argument, NULL, 'V'},       {"serve", no_argument, NULL, 'S'},
+        {"address", required_argument, NULL, 'A'}, {NULL, 0, NULL, 0}};
+    int serve = 0;
+    const char *address = NULL;
     const char *provider = NULL;
     double timeout = 0;
     int quiet = 0;
@@ -137,12 +147,14 @@ int main(int argc, char **argv)
             }
             break;
         case 'q': quiet = 1; break;
+        case 'S': serve = 1; break;
+        case 'A': address = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         case 'V': printf("fc_run (fabcoll) %s\n", fc_version()); return 0;
         default: fputs(usage, stderr); return 125;
         }
     }
-    if (optind >= argc) {
+    if (optind >= argc && !serve) {
         fprintf(stderr, "fc_run: no program given\n\n%s", usage);
         return 125;
     }
@@ -164,6 +176,32 @@ int main(int argc, char **argv)
     }
     char addr[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    if (serve) {
+        char host[64];
+        if (address)
+            snprintf(host, sizeof(host), "%s", address);
+        else
+            boot_local_address(cfg, host, sizeof(host));
+        printf("FC_ROOT_ADDR=%s:%d\nFC_JOB_SECRET=%s\n", host, port, hex);
+        fflush(stdout);
+        struct sigaction sq;
+        memset(&sq, 0, sizeof(sq));
+        sq.sa_handler = on_signal;
+        sigaction(SIGINT, &sq, NULL);
+        sigaction(SIGTERM, &sq, NULL);
+        sigaction(SIGHUP, &sq, NULL);
+        struct timespec t0, tn;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (!got_signal) {
+            struct timespec nap = {0, 100000000L};
+            nanosleep(&nap, NULL);
+            clock_gettime(CLOCK_MONOTONIC, &tn);
+            if (timeout > 0 && (double)(tn.tv_sec - t0.tv_sec) > timeout)
+                break;
+        }
+        boot_server_stop(srv);
+        return 0;
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
