@@ -20,10 +20,15 @@ one() { # description, run.sh arguments...
     read -r p _ f _ s _ <<<"$(echo "$line" | tr -d ',')"
     total_pass=$((total_pass + ${p:-0})); total_fail=$((total_fail + ${f:-1})); total_skip=$((total_skip + ${s:-0}))
 }
+# FC_CHECK_QUICK=1 (make distcheck, after the full matrix already ran): 1 and 3
+# ranks per provider only
+ranks="1 2 3 4"
+[ "${FC_CHECK_QUICK:-0}" = 1 ] && ranks="1 3"
 for prov in shm tcp; do
-    for n in 1 2 3 4; do
+    for n in $ranks; do
         one "$prov x$n" -p "$prov" -n "$n"
     done
+    [ "${FC_CHECK_QUICK:-0}" = 1 ] && continue
     one "$prov x8 oversubscribed" -p "$prov" -n 8 -t 300 allreduce broadcast reduce allgather \
         reduce_scatter alltoall barrier nonblocking split api_program
 done
@@ -31,7 +36,9 @@ one "tcp x3 with verbs mr_mode (local,virt_addr,prov_key,allocated)" -p tcp -n 3
     -x FC_MR_MODE=verbs allreduce broadcast sendrecv nonblocking api_program
 one "tcp x4 with FC_MR_MODE=verbs,endpoint" -p tcp -n 4 -x FC_MR_MODE=verbs,endpoint \
     allreduce broadcast
-for algo in $("$here/../../fc_info" -A 2>/dev/null); do
+fc_info=${FC_RUN:-}; fc_info=${fc_info%fc_run}fc_info
+[ -x "$fc_info" ] || fc_info="$here/../../fc_info"
+for algo in $("$fc_info" -A 2>/dev/null); do
     one "FC_ALGO=$algo" -p tcp -n 3 -x "FC_ALGO=$algo" allreduce broadcast reduce allgather \
         reduce_scatter alltoall barrier
 done

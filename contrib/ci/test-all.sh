@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# The full test suite on a fresh Debian 12 machine (run as root; CI runs it
+# through .ci/run): installs the dependencies, builds with -Werror, runs the
+# unit and functional tests (make check), an installed-library check (a
+# program built with pkg-config, run by fc_run), the launcher tests under a
+# real one-node Slurm (srun --mpi=pmix, plain srun, --mpi=pmi2) and Open MPI's
+# mpirun, the multi-host tests in network namespaces, and make distcheck.
+# Stops every daemon it started. Prints a summary; exit 0 only if all passed.
+#
+# Environment: JOBS (make -j, default 2), SKIP="distcheck netns slurm" to skip
+# stages (each skip is printed).
+set -uo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+JOBS=${JOBS:-2}
+SKIP=${SKIP:-}
+results=()
+failed=0
+t_start=$(date +%s)
+
+stage() { echo; echo "=================== $* ($(($(date +%s) - t_start)) s)"; }
+record() { # name, status
+    results+=("$(printf '%-28s %s' "$1" "$2")")
+    case $2 in PASS*|SKIP*) ;; *) failed=1 ;; esac
+}
+skipped() { case " $SKIP " in *" $1 "*) record "$1" "SKIP (SKIP=$SKIP)"; return 0 ;; esac; return 1; }
+
+stage "dependencies"
+if ! contrib/ci/install-deps.sh --full; then
+    echo "test-all: installing dependencies failed" >&2
+    exit 1
+fi
+
+stage "build"
+if ./autogen.sh && ./configure --enable-werror && make -j"$JOBS"; then
+    record build PASS
+else
+    record build FAIL
+    printf '%s\n' "${results[@]}"
+    exit 1
+fi
+
+stage "make check (unit + functional)"
+if make -j1 check; then
+    record "make check" PASS
+else
+    record "make check" FAIL
+    for f in test/unit/*.log test/functional/*.log; do
+        [ -f "$f" ] || continue
+        grep -q "^FAIL\|Failing: [1-9]\|Crashing: [1-9]" "$f" && { echo "---- $f"; tail -n 80 "$f"; }
+    done
+fi
+grep -h "^TOTAL\|Synthesis" test/unit/*.log test/functional/check.sh.log 2>/dev/null
+
+stage "installed library: pkg-config + fc_run"
+inst=$(mktemp -d /tmp/fcinst.XXXX)
+if make install prefix="$inst" >/dev/null &&
+    PKG_CONFIG_PATH="$inst/lib/pkgconfig" cc -o "$inst/api_program" test/functional/api_program.c \
+        $(PKG_CONFIG_PATH="$inst/lib/pkgconfig" pkg-config --cflags --libs fabcoll) \
+        -Wl,-rpath,"$inst/lib" &&
+    FI_PROVIDER=tcp "$inst/bin/fc_run" -n 3 -t 120 "$inst/api_program" &&
+    FI_PROVIDER=shm "$inst/bin/fc_run" -n 4 -t 120 "$inst/api_program" &&
+    [ "$(nm -D --defined-only "$inst/lib/libfabcoll.so" | awk '{print $3}' | grep -vc '^fc_\|^FABCOLL')" = 0 ]
+then
+    record "installed library" PASS
+else
+    record "installed library" FAIL
+fi
+rm -rf "$inst"
+
+if ! skipped slurm; then
+    stage "launchers: Slurm (pmix, plain, pmi2) and mpirun"
+    if contrib/ci/slurm-up.sh; then
+        trap 'contrib/ci/slurm-down.sh' EXIT
+        if contrib/ci/launcher-tests.sh "$top"; then
+            record "launchers (srun, mpirun)" PASS
+        else
+            record "launchers (srun, mpirun)" FAIL
+        fi
+        contrib/ci/slurm-down.sh
+        trap - EXIT
+    else
+        record "slurm up" FAIL
+    fi
+fi
+
+if ! skipped netns; then
+    stage "multi-host (network namespaces)"
+    test/netns/multihost.sh -b "$top"
+    rc=$?
+    if [ $rc = 0 ]; then record "multi-host (netns)" PASS
+    elif [ $rc = 77 ]; then record "multi-host (netns)" "SKIP (not permitted here)"
+    else record "multi-host (netns)" FAIL; fi
+fi
+
+if ! skipped distcheck; then
+    stage "make distcheck"
+    # the full matrix ran above: the distribution gets the quick one
+    if FC_CHECK_QUICK=1 make -j"$JOBS" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror; then
+        record distcheck PASS
+    else
+        record distcheck FAIL
+    fi
+fi
+
+stage "summary"
+printf '%s\n' "${results[@]}"
+echo "total time: $(($(date +%s) - t_start)) s"
+exit $failed
