@@ -208,6 +208,7 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     p->prov_mr_mode = p->info->domain_attr->mr_mode;
     p->mr_mode = p->prov_mr_mode | prov_mr_mode_of_cfg(cfg->mr_mode_force);
     p->inject_size = p->info->tx_attr->inject_size;
+    prov_mr_cache_init(p, cfg->mr_cache_max);
     p->hmem = 0;
     FC_INFO(LOG_NET, "opened %s: fabric %s, domain %s, inject %zu, mr_mode 0x%llx%s, wait %s",
             name, fab, dom, p->inject_size, (unsigned long long)p->mr_mode,

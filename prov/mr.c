@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 
 #include "log.h"
+#include "memmon.h"
 #include "prov_int.h"
 
 static fc_result_t reg(struct prov_ep *p, void *buf, size_t len, struct prov_mr *m)
@@ -68,29 +69,25 @@ static fc_result_t reg(struct prov_ep *p, void *buf, size_t len, struct prov_mr 
     return FC_SUCCESS;
 }
 
-fc_result_t prov_mr_acquire(struct prov_ep *p, const void *buf, size_t len, struct prov_mr **out)
+void prov_mr_cache_init(struct prov_ep *p, size_t max_bytes)
 {
-    const char *b = buf;
-    for (struct prov_mr *m = p->mrs; m; m = m->next)
-        if (b >= m->base && b + len <= m->base + m->len) {
-            m->refs++;
-            *out = m;
-            return FC_SUCCESS;
-        }
-    struct prov_mr *m = calloc(1, sizeof(*m));
-    if (!m)
-        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a registration");
-    fc_result_t rc = reg(p, (void *)buf, len ? len : 1, m);
-    if (rc != FC_SUCCESS) {
-        free(m);
-        return rc;
+    const char *why = "";
+    p->mr_cache_max = 0;
+    if (!(p->mr_mode & FI_MR_LOCAL))
+        return; /* nothing to register for transfers */
+    if (max_bytes == 0) {
+        FC_INFO(LOG_MR, "registration cache off (FC_MR_CACHE_MAX=0): user buffers are "
+                "registered per transfer");
+        return;
     }
-    m->refs = 1;
-    m->next = p->mrs;
-    p->mrs = m;
-    FC_TRACE(LOG_MR, "registered %p+%zu key 0x%llx", buf, len, (unsigned long long)m->key);
-    *out = m;
-    return FC_SUCCESS;
+    if (!memmon_available(&why)) {
+        FC_INFO(LOG_MR, "registration cache off: no memory monitor (%s); user buffers are "
+                "registered per transfer", why);
+        return;
+    }
+    p->mr_cache_max = max_bytes;
+    p->mm_seen = memmon_seq();
+    FC_INFO(LOG_MR, "registration cache on: up to %zu bytes, invalidated by %s", max_bytes, why);
 }
 
 static void unlink_mr(struct prov_ep *p, struct prov_mr *m)
@@ -102,13 +99,132 @@ static void unlink_mr(struct prov_ep *p, struct prov_mr *m)
         }
 }
 
+static void lru_remove(struct prov_ep *p, struct prov_mr *m)
+{
+    if (m->lru_prev)
+        m->lru_prev->lru_next = m->lru_next;
+    else if (p->lru_head == m)
+        p->lru_head = m->lru_next;
+    if (m->lru_next)
+        m->lru_next->lru_prev = m->lru_prev;
+    else if (p->lru_tail == m)
+        p->lru_tail = m->lru_prev;
+    m->lru_prev = m->lru_next = NULL;
+}
+
+static void lru_push_front(struct prov_ep *p, struct prov_mr *m)
+{
+    m->lru_prev = NULL;
+    m->lru_next = p->lru_head;
+    if (p->lru_head)
+        p->lru_head->lru_prev = m;
+    p->lru_head = m;
+    if (!p->lru_tail)
+        p->lru_tail = m;
+}
+
+static void drop(struct prov_ep *p, struct prov_mr *m)
+{
+    if (m->cached) {
+        lru_remove(p, m);
+        p->mr_cached_bytes -= m->len;
+    }
+    unlink_mr(p, m);
+    if (m->mr)
+        fi_close(&m->mr->fid);
+    free(m);
+}
+
+static void invalidate(uintptr_t start, uintptr_t end, void *ctx)
+{
+    struct prov_ep *p = ctx;
+    for (struct prov_mr *m = p->mrs, *n; m; m = n) {
+        n = m->next;
+        if (!m->cached || m->stale)
+            continue;
+        uintptr_t b = (uintptr_t)m->base, e = b + m->len;
+        if (b < end && start < e) {
+            m->stale = 1;
+            p->mr_stats.invalidations++;
+            FC_TRACE(LOG_MR, "memory %p+%zu was unmapped: registration dropped", m->base,
+                     m->len);
+            if (m->refs == 0)
+                drop(p, m);
+        }
+    }
+}
+
+/* Forgets what the memory monitor says is gone; everything on overflow. */
+static void drain(struct prov_ep *p)
+{
+    if (!p->mr_cache_max)
+        return;
+    if (memmon_drain(&p->mm_seen, invalidate, p))
+        invalidate(0, UINTPTR_MAX, p);
+}
+
+static void evict(struct prov_ep *p)
+{
+    while (p->mr_cached_bytes > p->mr_cache_max && p->lru_tail) {
+        struct prov_mr *m = p->lru_tail;
+        p->mr_stats.evictions++;
+        drop(p, m);
+    }
+}
+
+/* Registers buf as a new entry; cacheable: a user buffer the cache may keep. */
+static fc_result_t new_mr(struct prov_ep *p, const void *buf, size_t len, int cacheable,
+                          struct prov_mr **out)
+{
+    struct prov_mr *m = calloc(1, sizeof(*m));
+    if (!m)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a registration");
+    fc_result_t rc = reg(p, (void *)buf, len ? len : 1, m);
+    if (rc != FC_SUCCESS) {
+        free(m);
+        return rc;
+    }
+    m->refs = 1;
+    m->next = p->mrs;
+    p->mrs = m;
+    if (cacheable && p->mr_cache_max && len <= p->mr_cache_max && memmon_watch(buf, len) == 0) {
+        m->cached = 1;
+        p->mr_cached_bytes += m->len;
+    }
+    FC_TRACE(LOG_MR, "registered %p+%zu key 0x%llx%s", buf, len, (unsigned long long)m->key,
+             m->cached ? " (cached)" : "");
+    *out = m;
+    return FC_SUCCESS;
+}
+
+fc_result_t prov_mr_acquire(struct prov_ep *p, const void *buf, size_t len, struct prov_mr **out)
+{
+    const char *b = buf;
+    drain(p);
+    for (struct prov_mr *m = p->mrs; m; m = m->next)
+        if (!m->stale && b >= m->base && b + len <= m->base + m->len) {
+            if (m->cached && m->refs == 0)
+                lru_remove(p, m);
+            m->refs++;
+            if (!m->persistent)
+                p->mr_stats.hits++;
+            *out = m;
+            return FC_SUCCESS;
+        }
+    p->mr_stats.misses++;
+    return new_mr(p, buf, len, 1, out);
+}
+
 void prov_mr_release(struct prov_ep *p, struct prov_mr *m)
 {
     if (!m || --m->refs > 0 || m->persistent)
         return;
-    unlink_mr(p, m);
-    fi_close(&m->mr->fid);
-    free(m);
+    if (m->cached && !m->stale) {
+        lru_push_front(p, m);
+        evict(p);
+        return;
+    }
+    drop(p, m);
 }
 
 void prov_mr_close_all(struct prov_ep *p)
@@ -122,6 +238,8 @@ void prov_mr_close_all(struct prov_ep *p)
         m = n;
     }
     p->mrs = NULL;
+    p->lru_head = p->lru_tail = NULL;
+    p->mr_cached_bytes = 0;
 }
 
 void *prov_mem_alloc(struct transport *t, size_t len)
@@ -133,7 +251,7 @@ void *prov_mem_alloc(struct transport *t, size_t len)
     if (!(p->mr_mode & FI_MR_LOCAL))
         return ptr;
     struct prov_mr *m;
-    if (prov_mr_acquire(p, ptr, len, &m) != FC_SUCCESS) {
+    if (new_mr(p, ptr, len, 0, &m) != FC_SUCCESS) {
         free(ptr);
         return NULL;
     }
@@ -147,9 +265,7 @@ void prov_mem_free(struct transport *t, void *ptr, size_t len)
     (void)len;
     for (struct prov_mr *m = p->mrs; m; m = m->next)
         if (m->persistent && m->base == ptr) {
-            unlink_mr(p, m);
-            fi_close(&m->mr->fid);
-            free(m);
+            drop(p, m);
             break;
         }
     free(ptr);

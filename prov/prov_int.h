@@ -19,13 +19,20 @@
  * duration of transfers (FI_MR_LOCAL) and kept in an LRU cache. */
 struct prov_mr {
     struct prov_mr *next;
+    struct prov_mr *lru_prev, *lru_next; /* cached entries with no user */
     char *base;
     size_t len;
     struct fid_mr *mr;
     void *desc;
     uint64_t key;
     int refs;
-    int persistent;
+    int persistent; /* memory the transport handed out */
+    int cached;     /* a watched user buffer: kept after its last use */
+    int stale;      /* its memory was freed or unmapped: never reuse */
+};
+
+struct prov_mr_stats {
+    uint64_t hits, misses, evictions, invalidations;
 };
 
 struct prov_done {
@@ -51,7 +58,11 @@ struct prov_ep {
     size_t inject_size;
     uint64_t next_key;    /* requested keys when the provider does not pick them */
     struct prov_mr *mrs;  /* registrations */
+    struct prov_mr *lru_head, *lru_tail; /* idle cached entries, most recent first */
     size_t mr_cached_bytes;
+    size_t mr_cache_max;  /* 0: user buffers are not cached */
+    uint64_t mm_seen;     /* memory-monitor invalidations processed */
+    struct prov_mr_stats mr_stats;
     /* peers */
     int nranks, self;
     fi_addr_t *addrs;
@@ -74,6 +85,9 @@ uint64_t prov_mr_mode_of_cfg(unsigned cfg_bits);
 int prov_is_loopback(const struct fi_info *fi);
 
 /* mr.c */
+/* Decides whether user buffers are cached (FC_MR_CACHE_MAX > 0 and the
+ * memory monitor runs) and logs the decision. */
+void prov_mr_cache_init(struct prov_ep *p, size_t max_bytes);
 fc_result_t prov_mr_acquire(struct prov_ep *p, const void *buf, size_t len, struct prov_mr **out);
 void prov_mr_release(struct prov_ep *p, struct prov_mr *m);
 void prov_mr_close_all(struct prov_ep *p);

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The registration cache on a real endpoint (tcp with FI_MR_LOCAL forced,
+ * as verbs would demand): hits, sub-range hits, invalidation when the
+ * memory is unmapped or madvised away (also while a transfer still uses
+ * it), LRU eviction under FC_MR_CACHE_MAX, and no caching without it.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "memmon.h"
+#include "prov_int.h"
+
+static struct prov_ep *open_ep(size_t cache_max, cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->mr_mode_force = CFG_MR_LOCAL;
+    cfg->mr_cache_max = cache_max;
+    struct prov_ep *p = NULL;
+    char addr[PROV_ADDR_MAX];
+    size_t alen;
+    fc_result_t rc = prov_open(cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen);
+    cr_assert_eq(rc, FC_SUCCESS, "cannot open tcp: %s", fc_last_error());
+    return p;
+}
+
+static int entries(struct prov_ep *p)
+{
+    int n = 0;
+    for (struct prov_mr *m = p->mrs; m; m = m->next)
+        n++;
+    return n;
+}
+
+static char *map(size_t len, void *at)
+{
+    char *b = mmap(at, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED_NOREPLACE : 0), -1, 0);
+    cr_assert_neq(b, MAP_FAILED);
+    memset(b, 1, len);
+    return b;
+}
+
+Test(mr, hits_and_invalidation_on_unmap)
+{
+    const char *why;
+    if (!memmon_available(&why))
+        cr_skip_test("no memory monitor here (%s): caching is off by design", why);
+    cfg_t cfg;
+    struct prov_ep *p = open_ep(8 << 20, &cfg);
+    char *b = map(256 << 10, NULL);
+    struct prov_mr *m1, *m2, *m3;
+    cr_assert_eq(prov_mr_acquire(p, b, 256 << 10, &m1), FC_SUCCESS);
+    prov_mr_release(p, m1);
+    cr_assert_eq(p->mr_stats.misses, 1);
+    cr_assert_eq(prov_mr_acquire(p, b, 256 << 10, &m2), FC_SUCCESS);
+    cr_assert_eq(m1, m2, "the second use was not a hit");
+    cr_assert_eq(prov_mr_acquire(p, b + 4096, 1000, &m3), FC_SUCCESS);
+    cr_assert_eq(m3, m1, "a sub-range was not a hit");
+    cr_assert_eq(p->mr_stats.hits, 2);
+    prov_mr_release(p, m2);
+    prov_mr_release(p, m3);
+    cr_assert_eq(entries(p), 1, "the idle entry was not kept");
+
+    /* the memory goes away and comes back at the same address */
+    munmap(b, 256 << 10);
+    char *b2 = map(256 << 10, b);
+    cr_assert_eq(b2, b);
+    struct prov_mr *m4;
+    cr_assert_eq(prov_mr_acquire(p, b2, 256 << 10, &m4), FC_SUCCESS);
+    cr_assert_eq(p->mr_stats.invalidations, 1, "the unmap was not seen");
+    cr_assert_eq(p->mr_stats.misses, 2, "a stale registration was reused");
+    prov_mr_release(p, m4);
+
+    /* madvise(DONTNEED), as free() does for large chunks, also invalidates */
+    madvise(b2, 64 << 10, MADV_DONTNEED);
+    struct prov_mr *m5;
+    cr_assert_eq(prov_mr_acquire(p, b2, 4096, &m5), FC_SUCCESS);
+    cr_assert_eq(p->mr_stats.invalidations, 2);
+    cr_assert_eq(p->mr_stats.misses, 3);
+    prov_mr_release(p, m5);
+    munmap(b2, 256 << 10);
+    prov_close(p);
+}
+
+Test(mr, freed_while_in_use_is_dropped_after_use)
+{
+    const char *why;
+    if (!memmon_available(&why))
+        cr_skip_test("no memory monitor here (%s)", why);
+    cfg_t cfg;
+    struct prov_ep *p = open_ep(8 << 20, &cfg);
+    char *b = map(128 << 10, NULL), *other = map(4096, NULL);
+    struct prov_mr *m, *o;
+    cr_assert_eq(prov_mr_acquire(p, b, 128 << 10, &m), FC_SUCCESS);
+    munmap(b, 128 << 10);
+    cr_assert_eq(prov_mr_acquire(p, other, 4096, &o), FC_SUCCESS); /* drains */
+    cr_assert(m->stale, "in-use entry not marked stale");
+    cr_assert_eq(entries(p), 2, "an entry in use was dropped");
+    prov_mr_release(p, m);
+    cr_assert_eq(entries(p), 1, "the stale entry survived its last use");
+    prov_mr_release(p, o);
+    munmap(other, 4096);
+    prov_close(p);
+}
+
+Test(mr, lru_eviction)
+{
+    const char *why;
+    if (!memmon_available(&why))
+        cr_skip_test("no memory monitor here (%s)", why);
+    cfg_t cfg;
+    struct prov_ep *p = open_ep(1 << 20, &cfg); /* room for two 512 KiB buffers */
+    char *b[3];
+    for (int i = 0; i < 3; i++) {
+        b[i] = map(512 << 10, NULL);
+        struct prov_mr *m;
+        cr_assert_eq(prov_mr_acquire(p, b[i], 512 << 10, &m), FC_SUCCESS);
+        prov_mr_release(p, m);
+    }
+    cr_assert_eq(p->mr_stats.evictions, 1);
+    cr_assert_leq(p->mr_cached_bytes, (size_t)1 << 20);
+    struct prov_mr *m;
+    uint64_t misses = p->mr_stats.misses;
+    cr_assert_eq(prov_mr_acquire(p, b[2], 512 << 10, &m), FC_SUCCESS); /* newest: cached */
+    prov_mr_release(p, m);
+    cr_assert_eq(p->mr_stats.misses, misses);
+    cr_assert_eq(prov_mr_acquire(p, b[0], 512 << 10, &m), FC_SUCCESS); /* oldest: evicted */
+    prov_mr_release(p, m);
+    cr_assert_eq(p->mr_stats.misses, misses + 1);
+    for (int i = 0; i < 3; i++)
+        munmap(b[i], 512 << 10);
+    prov_close(p);
+}
+
+Test(mr, no_cache_when_disabled)
+{
+    cfg_t cfg;
+    struct prov_ep *p = open_ep(0, &cfg);
+    char *b = map(64 << 10, NULL);
+    struct prov_mr *m;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(prov_mr_acquire(p, b, 64 << 10, &m), FC_SUCCESS);
+        prov_mr_release(p, m);
+        cr_assert_eq(entries(p), 0, "a user buffer stayed registered with the cache off");
+    }
+    cr_assert_eq(p->mr_stats.misses, 3);
+    /* scratch memory from the transport stays registered until freed */
+    void *s = prov_mem_alloc(&p->base, 8192);
+    cr_assert_not_null(s);
+    cr_assert_eq(prov_mr_acquire(p, s, 8192, &m), FC_SUCCESS);
+    prov_mr_release(p, m);
+    cr_assert_eq(entries(p), 1);
+    prov_mem_free(&p->base, s, 8192);
+    cr_assert_eq(entries(p), 0);
+    munmap(b, 64 << 10);
+    prov_close(p);
+}
