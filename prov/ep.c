@@ -273,6 +273,7 @@ void prov_close(struct prov_ep *p)
     if (!p)
         return;
     prov_stop(p);
+    prov_mem_pool_drain(p);
     prov_mr_close_all(p);
     if (p->av)
         fi_close(&p->av->fid);

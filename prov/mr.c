@@ -242,16 +242,40 @@ void prov_mr_close_all(struct prov_ep *p)
     p->mr_cached_bytes = 0;
 }
 
+/* Scratch memory is pooled: a collective's scratch comes back for the next
+ * one, already registered and faulted in, instead of a fresh mmap (page
+ * faults, zeroing) and registration per call. Sizes round up to powers of
+ * two; a class keeps at most POOL_PER_CLASS buffers, the pool at most
+ * POOL_MAX_BYTES. */
+#define POOL_PER_CLASS 4
+#define POOL_MAX_BYTES ((size_t)256 << 20)
+
+static int size_class(size_t len)
+{
+    int c = 12; /* 4 KiB */
+    while (((size_t)1 << c) < len && c < 62)
+        c++;
+    return c;
+}
+
 void *prov_mem_alloc(struct transport *t, size_t len)
 {
     struct prov_ep *p = ep_of(t);
+    int c = size_class(len);
+    struct prov_pool *pool = &p->pool[c];
+    if (pool->n > 0) {
+        void *ptr = pool->buf[--pool->n];
+        p->pool_bytes -= (size_t)1 << c;
+        return ptr;
+    }
+    size_t cap = (size_t)1 << c;
     void *ptr = NULL;
-    if (posix_memalign(&ptr, 4096, len ? len : 1) != 0)
+    if (posix_memalign(&ptr, 4096, cap) != 0)
         return NULL;
     if (!(p->mr_mode & FI_MR_LOCAL))
         return ptr;
     struct prov_mr *m;
-    if (new_mr(p, ptr, len, 0, &m) != FC_SUCCESS) {
+    if (new_mr(p, ptr, cap, 0, &m) != FC_SUCCESS) {
         free(ptr);
         return NULL;
     }
@@ -259,14 +283,33 @@ void *prov_mem_alloc(struct transport *t, size_t len)
     return ptr;
 }
 
-void prov_mem_free(struct transport *t, void *ptr, size_t len)
+static void mem_release(struct prov_ep *p, void *ptr)
 {
-    struct prov_ep *p = ep_of(t);
-    (void)len;
     for (struct prov_mr *m = p->mrs; m; m = m->next)
         if (m->persistent && m->base == ptr) {
             drop(p, m);
             break;
         }
     free(ptr);
+}
+
+void prov_mem_free(struct transport *t, void *ptr, size_t len)
+{
+    struct prov_ep *p = ep_of(t);
+    int c = size_class(len);
+    struct prov_pool *pool = &p->pool[c];
+    if (pool->n < POOL_PER_CLASS && p->pool_bytes + ((size_t)1 << c) <= POOL_MAX_BYTES) {
+        pool->buf[pool->n++] = ptr;
+        p->pool_bytes += (size_t)1 << c;
+        return;
+    }
+    mem_release(p, ptr);
+}
+
+void prov_mem_pool_drain(struct prov_ep *p)
+{
+    for (int c = 0; c < 64; c++)
+        while (p->pool[c].n > 0)
+            mem_release(p, p->pool[c].buf[--p->pool[c].n]);
+    p->pool_bytes = 0;
 }

@@ -35,6 +35,11 @@ struct prov_mr_stats {
     uint64_t hits, misses, evictions, invalidations;
 };
 
+struct prov_pool {
+    int n;
+    void *buf[4];
+};
+
 struct prov_done {
     struct xfer *x;
     size_t len;
@@ -63,6 +68,8 @@ struct prov_ep {
     size_t mr_cache_max;  /* 0: user buffers are not cached */
     uint64_t mm_seen;     /* memory-monitor invalidations processed */
     struct prov_mr_stats mr_stats;
+    struct prov_pool pool[64]; /* idle scratch by power-of-two size class */
+    size_t pool_bytes;
     /* peers */
     int nranks, self;
     fi_addr_t *addrs;
@@ -93,6 +100,7 @@ void prov_mr_release(struct prov_ep *p, struct prov_mr *m);
 void prov_mr_close_all(struct prov_ep *p);
 void *prov_mem_alloc(struct transport *t, size_t len);
 void prov_mem_free(struct transport *t, void *ptr, size_t len);
+void prov_mem_pool_drain(struct prov_ep *p);
 
 /* xfer.c */
 extern const struct transport_ops prov_transport_ops;

@@ -99,13 +99,15 @@ fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint6
     };
     snprintf(r->desc, sizeof(r->desc), "%s", desc);
     r->p2p = p2p;
+    /* the transport's memory (scratch) is shared by the family: lock first */
+    pthread_mutex_lock(&c->sh->lock);
     fc_result_t rc = sched_start(&r->s, &env, sendbuf, recvbuf);
     if (rc != FC_SUCCESS) {
         req_free(r);
+        pthread_mutex_unlock(&c->sh->lock);
         return rc;
     }
     r->last_change = comm_now();
-    pthread_mutex_lock(&c->sh->lock);
     r->next = c->sh->active;
     c->sh->active = r;
     /* issue what can go now; small operations often finish here */

@@ -147,13 +147,19 @@ Test(mr, no_cache_when_disabled)
         cr_assert_eq(entries(p), 0, "a user buffer stayed registered with the cache off");
     }
     cr_assert_eq(p->mr_stats.misses, 3);
-    /* scratch memory from the transport stays registered until freed */
-    void *s = prov_mem_alloc(&p->base, 8192);
+    /* scratch from the transport stays registered, and is pooled: the next
+     * request of that size class gets the same buffer back */
+    void *s = prov_mem_alloc(&p->base, 8000);
     cr_assert_not_null(s);
-    cr_assert_eq(prov_mr_acquire(p, s, 8192, &m), FC_SUCCESS);
+    cr_assert_eq(prov_mr_acquire(p, s, 8000, &m), FC_SUCCESS);
     prov_mr_release(p, m);
     cr_assert_eq(entries(p), 1);
-    prov_mem_free(&p->base, s, 8192);
+    prov_mem_free(&p->base, s, 8000);
+    cr_assert_eq(entries(p), 1, "pooled scratch lost its registration");
+    void *s2 = prov_mem_alloc(&p->base, 6000);
+    cr_assert_eq(s2, s, "the pool did not hand the buffer back");
+    prov_mem_free(&p->base, s2, 6000);
+    prov_mem_pool_drain(p);
     cr_assert_eq(entries(p), 0);
     munmap(b, 64 << 10);
     prov_close(p);
