@@ -337,7 +337,7 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
     s->xfers_out--;
     st->inflight--;
     s->progress_events++;
-    if (status == FC_SUCCESS && !x->is_send && len != x->len) {
+    if (status == FC_SUCCESS && x->is_send == 0 && len != x->len) {
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));
         sched_fail(s, FC_ERR_INVALID_ARGUMENT,
@@ -348,9 +348,14 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
     } else if (status != FC_SUCCESS) {
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));
-        sched_fail(s, status, "%s (%s): %s %s failed: %s", s->coll_name, s->algo_name,
-                   x->is_send ? "send to" : "receive from", pd,
-                   x->errmsg && *x->errmsg ? x->errmsg : fc_strerror(status));
+        if (x->is_send == 2)
+            sched_fail(s, status, "%s (%s): local step %u on the GPU failed: %s", s->coll_name,
+                       s->algo_name, x->step,
+                       x->errmsg && *x->errmsg ? x->errmsg : fc_strerror(status));
+        else
+            sched_fail(s, status, "%s (%s): %s %s failed: %s", s->coll_name, s->algo_name,
+                       x->is_send ? "send to" : "receive from", pd,
+                       x->errmsg && *x->errmsg ? x->errmsg : fc_strerror(status));
     }
     uint32_t step = x->step, chunk = x->chunk;
     xfer_put(s, x);
@@ -401,12 +406,15 @@ static void try_issue(struct sched *s, uint32_t i)
             return;
         if (!chunk_ready(s, st, k))
             return;
-        if (!is_xfer(st)) {
+        struct transport *tp = s->env.tp;
+        if (!is_xfer(st) && !(tp && tp->ops->local && st->op != SOP_NOP)) {
             do_local(s, st, k);
             st->issued++;
             chunk_done(s, i, k);
             continue;
         }
+        if (!is_xfer(st) && k - st->prefix >= 64)
+            return; /* asynchronous local chunks share the 64-chunk bitmap */
         struct xfer *x = xfer_get(s);
         if (!x) {
             sched_fail(s, FC_ERR_NO_MEMORY, "%s: out of memory for transfer descriptors",
@@ -418,13 +426,29 @@ static void try_issue(struct sched *s, uint32_t i)
         x->step = i;
         x->chunk = k;
         x->len = chunk_len(s, st, k);
-        x->peer = s->env.peer_map ? s->env.peer_map[st->peer] : st->peer;
+        x->peer = st->peer < 0 ? -1 : s->env.peer_map ? s->env.peer_map[st->peer] : st->peer;
         x->tag = s->env.tag_base | ((uint64_t)st->tag << 12) | (k & 0xfff);
         x->is_send = st->op == SOP_SEND;
         x->errmsg = NULL;
         fc_result_t rc;
-        struct transport *tp = s->env.tp;
-        if (x->is_send) {
+        if (!is_xfer(st)) {
+            /* an asynchronous local step (the transport runs it on a GPU) */
+            struct local_op lo = {
+                .kind = st->op == SOP_REDUCE ? LOCAL_REDUCE
+                        : st->op == SOP_COPY ? LOCAL_COPY : LOCAL_SCALE,
+                .dst = ptr_of(s, st->dst, off),
+                .a = ptr_of(s, st->a, off),
+                .b = st->op == SOP_REDUCE ? ptr_of(s, st->b, off) : NULL,
+                .len = x->len,
+                .dt = s->dt,
+                .op = s->op,
+                .divisor = (uint32_t)s->nranks,
+            };
+            x->is_send = 2;
+            x->peer = -1;
+            x->buf = lo.dst;
+            rc = tp->ops->local(tp, &lo, x);
+        } else if (x->is_send) {
             x->buf = ptr_of(s, st->a, off);
             rc = tp->ops->send(tp, x->peer, x->tag, x->buf, x->len, x);
         } else {
@@ -439,6 +463,11 @@ static void try_issue(struct sched *s, uint32_t i)
         if (rc != FC_SUCCESS) {
             xfer_put(s, x);
             char pd[200];
+            if (!is_xfer(st)) {
+                sched_fail(s, rc, "%s (%s): starting local step %u failed: %s", s->coll_name,
+                           s->algo_name, i, err_get());
+                return;
+            }
             peer_desc(s, st->peer, pd, sizeof(pd));
             sched_fail(s, rc, "%s (%s): posting %s %s failed: %s", s->coll_name, s->algo_name,
                        st->op == SOP_SEND ? "send to" : "receive from", pd, err_get());

@@ -31,7 +31,7 @@ struct xfer {
     void *owner;       /* the engine object that posted it */
     uint32_t step, chunk;
     int peer;          /* transport peer index */
-    int is_send;
+    int is_send;       /* 1 send, 0 receive, 2 local step */
     uint64_t tag;
     size_t len;
     void *buf;
@@ -41,6 +41,19 @@ struct xfer {
 };
 
 struct transport;
+
+/* A local step (reduce, copy, scale) handed to a transport that runs it
+ * asynchronously (on a GPU): dst = a op b, dst = a, or dst = a / divisor. */
+enum local_kind { LOCAL_REDUCE, LOCAL_COPY, LOCAL_SCALE };
+struct local_op {
+    int kind;
+    void *dst;
+    const void *a, *b;
+    size_t len; /* bytes */
+    fc_datatype_t dt;
+    fc_op_t op;
+    uint32_t divisor;
+};
 
 struct transport_ops {
     const char *name;
@@ -61,6 +74,10 @@ struct transport_ops {
      * bounce buffers); may be NULL, then the engine uses malloc/free. */
     void *(*mem_alloc)(struct transport *t, size_t len);
     void (*mem_free)(struct transport *t, void *p, size_t len);
+    /* Optional: runs a local step asynchronously; completion through
+     * x->done from progress (len of the op). NULL: the engine runs local
+     * steps itself, on the host, synchronously. */
+    fc_result_t (*local)(struct transport *t, const struct local_op *op, struct xfer *x);
 };
 
 struct transport {

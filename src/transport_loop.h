@@ -21,6 +21,10 @@
 struct loop_fabric;
 
 struct loop_fabric *loop_fabric_create(int nranks, unsigned seed);
+/* With async_local, the transport also takes the engine's local steps and
+ * runs them later, at a progress call (in shuffled order with a seed), as
+ * a GPU would: the engine's asynchronous path without a GPU. */
+struct loop_fabric *loop_fabric_create_async(int nranks, unsigned seed);
 struct transport *loop_transport(struct loop_fabric *f, int rank);
 /* Messages and bytes delivered so far (all ranks). */
 void loop_fabric_stats(const struct loop_fabric *f, uint64_t *msgs, uint64_t *bytes);

@@ -11,7 +11,8 @@ fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void
                   void **recv, const struct h_opts *o, char *err, size_t errlen)
 {
     int n = tmpl->nranks;
-    struct loop_fabric *f = loop_fabric_create(n, o->seed);
+    struct loop_fabric *f =
+        o->async_local ? loop_fabric_create_async(n, o->seed) : loop_fabric_create(n, o->seed);
     struct sched *s = calloc((size_t)n, sizeof(*s));
     fc_result_t rc = FC_SUCCESS;
     err[0] = '\0';

@@ -11,6 +11,7 @@ struct h_opts {
     size_t chunk;   /* engine chunk bytes (0: none) */
     int window;     /* chunks in flight per step */
     unsigned seed;  /* 0: completions in order; else shuffled */
+    int async_local; /* local steps run later by the transport (the GPU path) */
 };
 
 /* Builds al for every rank (tmpl with .rank set) and runs them. send[r] and

@@ -40,11 +40,11 @@ static void run_one(const struct coll_algo *al, struct check_case *c)
     char err[600];
     int bad = check_coll(al, c, err, sizeof(err));
     cr_assert(!bad,
-              "%s/%s n=%d count=%zu dt=%s op=%s root=%d in_place=%d chunk=%zu window=%d seed=%u: "
-              "%s",
+              "%s/%s n=%d count=%zu dt=%s op=%s root=%d in_place=%d chunk=%zu window=%d seed=%u "
+              "async_local=%d: %s",
               coll_kind_name(c->kind), al->name, c->nranks, c->count, reduce_dt_name(c->dt),
               reduce_op_name(c->op), c->root, c->in_place, c->opts.chunk, c->opts.window,
-              c->opts.seed, err);
+              c->opts.seed, c->opts.async_local, err);
 }
 
 /* counts: 0, 1, < n, not divisible by n, larger */
@@ -89,6 +89,14 @@ static void sweep(const char *kind_name, const char *algo)
                         c.opts = (struct h_opts){.chunk = 64, .window = 3,
                                                  .seed = (unsigned)(n * 31 + ci + 1)};
                         run_one(al, &c);
+                        /* local steps completing later and out of order, as
+                         * on a GPU (a sample of rank counts) */
+                        if (n <= 7 || n == 16) {
+                            c.opts = (struct h_opts){.chunk = 128, .window = 2,
+                                                     .seed = (unsigned)(n * 7 + ci + 3),
+                                                     .async_local = 1};
+                            run_one(al, &c);
+                        }
                     }
                 }
             }

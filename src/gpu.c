@@ -1,0 +1,666 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#define _GNU_SOURCE
+#include "gpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "log.h"
+
+#ifdef HAVE_CUDA
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+
+extern const unsigned char fc_gpu_fatbin[];
+extern const size_t fc_gpu_fatbin_len;
+
+#define MAXDEV 64
+
+/* The driver entry points we use, resolved with dlsym by their versioned
+ * names (cuda.h maps e.g. cuMemAlloc to cuMemAlloc_v2). */
+#define CU_FUNCS(X)                                                                            \
+    X(cuInit, CUresult, (unsigned))                                                            \
+    X(cuDriverGetVersion, CUresult, (int *))                                                   \
+    X(cuGetErrorString, CUresult, (CUresult, const char **))                                   \
+    X(cuDeviceGetCount, CUresult, (int *))                                                     \
+    X(cuDeviceGet, CUresult, (CUdevice *, int))                                                \
+    X(cuDeviceGetAttribute, CUresult, (int *, CUdevice_attribute, CUdevice))                   \
+    X(cuDeviceGetPCIBusId, CUresult, (char *, int, CUdevice))                                  \
+    X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))                             \
+    X(cuCtxPushCurrent_v2, CUresult, (CUcontext))                                              \
+    X(cuCtxPopCurrent_v2, CUresult, (CUcontext *))                                             \
+    X(cuCtxSetCurrent, CUresult, (CUcontext))                                                  \
+    X(cuPointerGetAttributes, CUresult, (unsigned, CUpointer_attribute *, void **, CUdeviceptr)) \
+    X(cuMemAlloc_v2, CUresult, (CUdeviceptr *, size_t))                                        \
+    X(cuMemFree_v2, CUresult, (CUdeviceptr))                                                   \
+    X(cuMemHostAlloc, CUresult, (void **, size_t, unsigned))                                   \
+    X(cuMemFreeHost, CUresult, (void *))                                                       \
+    X(cuMemcpyAsync, CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                   \
+    X(cuMemcpy, CUresult, (CUdeviceptr, CUdeviceptr, size_t))                                  \
+    X(cuMemsetD8_v2, CUresult, (CUdeviceptr, unsigned char, size_t))                           \
+    X(cuStreamCreate, CUresult, (CUstream *, unsigned))                                        \
+    X(cuStreamDestroy_v2, CUresult, (CUstream))                                                \
+    X(cuStreamSynchronize, CUresult, (CUstream))                                               \
+    X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))                              \
+    X(cuStreamWaitValue32_v2, CUresult, (CUstream, CUdeviceptr, cuuint32_t, unsigned))         \
+    X(cuLaunchHostFunc, CUresult, (CUstream, CUhostFn, void *))                                \
+    X(cuEventCreate, CUresult, (CUevent *, unsigned))                                          \
+    X(cuEventDestroy_v2, CUresult, (CUevent))                                                  \
+    X(cuEventRecord, CUresult, (CUevent, CUstream))                                            \
+    X(cuEventQuery, CUresult, (CUevent))                                                       \
+    X(cuModuleLoadData, CUresult, (CUmodule *, const void *))                                  \
+    X(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                   \
+    X(cuLaunchKernel, CUresult,                                                                \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,       \
+       CUstream, void **, void **))
+
+#define DECL(name, ret, args) ret(*name) args;
+
+static struct {
+    pthread_once_t once;
+    int ok;
+    char why[256];
+    void *lib;
+    CU_FUNCS(DECL)
+    int ndev;
+    pthread_mutex_t lock;
+    CUcontext ctx[MAXDEV];
+    CUmodule mod[MAXDEV];
+    int nsm[MAXDEV];
+    CUfunction red[MAXDEV][10][4], scl[MAXDEV][10];
+    int loaded[MAXDEV];
+} cu = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+struct gpu_stream {
+    CUstream s;
+    int device;
+};
+
+struct gpu_event {
+    CUevent e;
+    int device;
+    struct gpu_event *next;
+};
+
+static struct gpu_event *event_pool[MAXDEV];
+
+static const char *cu_err(CUresult r)
+{
+    const char *s = NULL;
+    if (cu.cuGetErrorString && cu.cuGetErrorString(r, &s) == CUDA_SUCCESS && s)
+        return s;
+    return "unknown CUDA error";
+}
+
+#define CU_TRY(call, what)                                                                     \
+    do {                                                                                       \
+        CUresult r_ = (call);                                                                  \
+        if (r_ != CUDA_SUCCESS)                                                                \
+            return FC_ERR(FC_ERR_CUDA, "%s failed: %s (%d)", what, cu_err(r_), (int)r_);      \
+    } while (0)
+
+static void load(void)
+{
+    cu.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!cu.lib) {
+        snprintf(cu.why, sizeof(cu.why), "the CUDA driver (libcuda.so.1) is not installed: %s",
+                 dlerror());
+        return;
+    }
+#define RESOLVE(name, ret, args)                                                               \
+    cu.name = (ret(*) args)dlsym(cu.lib, #name);                                               \
+    if (!cu.name) {                                                                            \
+        snprintf(cu.why, sizeof(cu.why), "the CUDA driver lacks %s (too old?)", #name);       \
+        return;                                                                                \
+    }
+    CU_FUNCS(RESOLVE)
+    CUresult r = cu.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        snprintf(cu.why, sizeof(cu.why), "cuInit failed: %s (%d)", cu_err(r), (int)r);
+        return;
+    }
+    if (cu.cuDeviceGetCount(&cu.ndev) != CUDA_SUCCESS || cu.ndev <= 0) {
+        snprintf(cu.why, sizeof(cu.why), "no CUDA device");
+        return;
+    }
+    if (cu.ndev > MAXDEV)
+        cu.ndev = MAXDEV;
+    int v = 0;
+    cu.cuDriverGetVersion(&v);
+    cu.ok = 1;
+    snprintf(cu.why, sizeof(cu.why), "CUDA driver %d.%d, %d device%s", v / 1000, (v % 1000) / 10,
+             cu.ndev, cu.ndev > 1 ? "s" : "");
+}
+
+int gpu_available(const char **why)
+{
+    pthread_once(&cu.once, load);
+    if (why)
+        *why = cu.why;
+    return cu.ok;
+}
+
+int gpu_device_count(void)
+{
+    return gpu_available(NULL) ? cu.ndev : 0;
+}
+
+static const char *const dt_names[10] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
+                                         "uint64",  "float16",  "bfloat16", "float32", "float64"};
+static const char *const op_names[4] = {"sum", "prod", "min", "max"};
+
+/* Retains the device's primary context and loads our kernels into it. */
+static fc_result_t device_init(int d)
+{
+    if (!gpu_available(NULL))
+        return FC_ERR(FC_ERR_UNSUPPORTED, "CUDA is not usable here: %s", cu.why);
+    if (d < 0 || d >= cu.ndev)
+        return FC_ERR(FC_ERR_CUDA, "CUDA device %d does not exist (%d devices)", d, cu.ndev);
+    pthread_mutex_lock(&cu.lock);
+    fc_result_t rc = FC_SUCCESS;
+    if (!cu.loaded[d]) {
+        CUdevice dev;
+        CUresult r = cu.cuDeviceGet(&dev, d);
+        if (r == CUDA_SUCCESS)
+            r = cu.cuDevicePrimaryCtxRetain(&cu.ctx[d], dev);
+        if (r == CUDA_SUCCESS)
+            r = cu.cuCtxPushCurrent_v2(cu.ctx[d]);
+        if (r == CUDA_SUCCESS) {
+            CUresult lr = cu.cuModuleLoadData(&cu.mod[d], fc_gpu_fatbin);
+            for (int t = 0; lr == CUDA_SUCCESS && t < 10; t++) {
+                char name[64];
+                for (int o = 0; lr == CUDA_SUCCESS && o < 4; o++) {
+                    snprintf(name, sizeof(name), "fc_reduce_%s_%s", dt_names[t], op_names[o]);
+                    lr = cu.cuModuleGetFunction(&cu.red[d][t][o], cu.mod[d], name);
+                }
+                snprintf(name, sizeof(name), "fc_scale_%s", dt_names[t]);
+                if (lr == CUDA_SUCCESS)
+                    lr = cu.cuModuleGetFunction(&cu.scl[d][t], cu.mod[d], name);
+            }
+            cu.cuDeviceGetAttribute(&cu.nsm[d], CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+            CUcontext old;
+            cu.cuCtxPopCurrent_v2(&old);
+            r = lr;
+        }
+        if (r != CUDA_SUCCESS)
+            rc = FC_ERR(FC_ERR_CUDA,
+                        "preparing CUDA device %d (primary context, fabcoll's kernels) failed: "
+                        "%s (%d)%s",
+                        d, cu_err(r), (int)r,
+                        r == CUDA_ERROR_NO_BINARY_FOR_GPU
+                            ? ". Fix: rebuild with NVCC_ARCH naming this GPU's architecture"
+                            : "");
+        else
+            cu.loaded[d] = 1;
+    }
+    pthread_mutex_unlock(&cu.lock);
+    return rc;
+}
+
+/* Makes device d's context current on top of the caller's (ctx_pop puts
+ * the caller's back): the application's own current context is never
+ * changed behind its back. */
+static fc_result_t ctx_push(int d)
+{
+    fc_result_t rc = device_init(d);
+    if (rc == FC_SUCCESS)
+        cu.cuCtxPushCurrent_v2(cu.ctx[d]);
+    return rc;
+}
+
+static void ctx_pop(void)
+{
+    CUcontext old;
+    cu.cuCtxPopCurrent_v2(&old);
+}
+
+fc_result_t gpu_set_device(int device)
+{
+    fc_result_t rc = device_init(device);
+    if (rc == FC_SUCCESS)
+        CU_TRY(cu.cuCtxSetCurrent(cu.ctx[device]), "cuCtxSetCurrent");
+    return rc;
+}
+
+fc_result_t gpu_ptr_info(const void *p, struct gpu_ptr *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!p || !gpu_available(NULL))
+        return FC_SUCCESS;
+    unsigned int mtype = 0;
+    int ordinal = -1;
+    unsigned int managed = 0;
+    unsigned long long bid = 0;
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *vals[] = {&mtype, &ordinal, &managed, &bid, &start, &size};
+    CUresult r = cu.cuPointerGetAttributes(6, attrs, vals, (CUdeviceptr)(uintptr_t)p);
+    if (r != CUDA_SUCCESS || mtype == 0)
+        return FC_SUCCESS; /* not CUDA memory: plain host memory */
+    if (managed)
+        out->kind = GPU_MANAGED;
+    else if (mtype == CU_MEMORYTYPE_DEVICE)
+        out->kind = GPU_DEVICE;
+    else
+        out->kind = GPU_HOST; /* pinned host memory from CUDA: still host memory */
+    out->device = ordinal < 0 ? 0 : ordinal;
+    out->buffer_id = bid;
+    out->base = (uintptr_t)start;
+    out->size = size;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_stream_create(int device, gpu_stream_t **out)
+{
+    struct gpu_stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    s->device = device;
+    fc_result_t rc = device_init(device);
+    if (rc == FC_SUCCESS) {
+        cu.cuCtxPushCurrent_v2(cu.ctx[device]);
+        CUresult r = cu.cuStreamCreate(&s->s, CU_STREAM_NON_BLOCKING);
+        CUcontext old;
+        cu.cuCtxPopCurrent_v2(&old);
+        if (r != CUDA_SUCCESS)
+            rc = FC_ERR(FC_ERR_CUDA, "cuStreamCreate on device %d failed: %s", device, cu_err(r));
+    }
+    if (rc != FC_SUCCESS) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return FC_SUCCESS;
+}
+
+void gpu_stream_destroy(gpu_stream_t *s)
+{
+    if (!s)
+        return;
+    cu.cuCtxPushCurrent_v2(cu.ctx[s->device]);
+    cu.cuStreamSynchronize(s->s);
+    cu.cuStreamDestroy_v2(s->s);
+    CUcontext old;
+    cu.cuCtxPopCurrent_v2(&old);
+    free(s);
+}
+
+void *gpu_stream_raw(gpu_stream_t *s)
+{
+    return s->s;
+}
+
+fc_result_t gpu_memcpy_async(void *dst, const void *src, size_t len, gpu_stream_t *s)
+{
+    if (!len)
+        return FC_SUCCESS;
+    fc_result_t brc_ = ctx_push(s->device);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUresult r = cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
+                                      len, s->s);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "cuMemcpyAsync(%p <- %p, %zu bytes) failed: %s", dst, src,
+                          len, cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+static unsigned grid_for(int d, size_t n)
+{
+    size_t blocks = (n + 255) / 256;
+    size_t cap = (size_t)(cu.nsm[d] > 0 ? cu.nsm[d] : 16) * 8;
+    if (blocks > cap)
+        blocks = cap;
+    return (unsigned)(blocks ? blocks : 1);
+}
+
+fc_result_t gpu_reduce_async(void *dst, const void *a, const void *b, size_t n, fc_datatype_t dt,
+                             fc_op_t op, gpu_stream_t *s)
+{
+    if (!n)
+        return FC_SUCCESS;
+    int o = op == FC_AVG ? FC_SUM : (int)op;
+    fc_result_t brc_ = ctx_push(s->device);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUdeviceptr pd = (CUdeviceptr)(uintptr_t)dst, pa = (CUdeviceptr)(uintptr_t)a,
+                    pb = (CUdeviceptr)(uintptr_t)b;
+        size_t cnt = n;
+        void *args[] = {&pd, &pa, &pb, &cnt};
+        CUresult r = cu.cuLaunchKernel(cu.red[s->device][dt][o], grid_for(s->device, n), 1, 1,
+                                       256, 1, 1, 0, s->s, args, NULL);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "launching the %s %s reduction kernel failed: %s",
+                          dt_names[dt], op_names[o], cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t dt,
+                            uint32_t divisor, gpu_stream_t *s)
+{
+    if (!n)
+        return FC_SUCCESS;
+    fc_result_t brc_ = ctx_push(s->device);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUdeviceptr pd = (CUdeviceptr)(uintptr_t)dst, ps = (CUdeviceptr)(uintptr_t)src;
+        size_t cnt = n;
+        uint32_t dv = divisor;
+        void *args[] = {&pd, &ps, &cnt, &dv};
+        CUresult r = cu.cuLaunchKernel(cu.scl[s->device][dt], grid_for(s->device, n), 1, 1, 256,
+                                       1, 1, 0, s->s, args, NULL);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "launching the %s scale kernel failed: %s", dt_names[dt],
+                          cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_event_get(int device, gpu_event_t **out)
+{
+    fc_result_t rc = device_init(device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&cu.lock);
+    struct gpu_event *e = event_pool[device];
+    if (e)
+        event_pool[device] = e->next;
+    pthread_mutex_unlock(&cu.lock);
+    if (!e) {
+        e = calloc(1, sizeof(*e));
+        if (!e)
+            return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        e->device = device;
+        cu.cuCtxPushCurrent_v2(cu.ctx[device]);
+        CUresult r = cu.cuEventCreate(&e->e, CU_EVENT_DISABLE_TIMING);
+        CUcontext old;
+        cu.cuCtxPopCurrent_v2(&old);
+        if (r != CUDA_SUCCESS) {
+            free(e);
+            return FC_ERR(FC_ERR_CUDA, "cuEventCreate failed: %s", cu_err(r));
+        }
+    }
+    *out = e;
+    return FC_SUCCESS;
+}
+
+void gpu_event_put(gpu_event_t *e)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&cu.lock);
+    e->next = event_pool[e->device];
+    event_pool[e->device] = e;
+    pthread_mutex_unlock(&cu.lock);
+}
+
+fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s)
+{
+    fc_result_t brc_ = ctx_push(e->device);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUresult r = cu.cuEventRecord(e->e, s->s);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "cuEventRecord failed: %s", cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_event_record_raw(gpu_event_t *e, void *stream)
+{
+    fc_result_t brc_ = ctx_push(e->device);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUresult r = cu.cuEventRecord(e->e, (CUstream)stream);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "cuEventRecord on the caller's stream failed: %s (is it a "
+                          "stream of this buffer's device?)", cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+int gpu_event_done(gpu_event_t *e)
+{
+    CUresult r = cu.cuEventQuery(e->e);
+    if (r == CUDA_SUCCESS)
+        return 1;
+    if (r == CUDA_ERROR_NOT_READY)
+        return 0;
+    FC_ERR(FC_ERR_CUDA, "cuEventQuery failed: %s (%d): a kernel or copy on the GPU failed",
+           cu_err(r), (int)r);
+    return -1;
+}
+
+fc_result_t gpu_stream_wait_event_raw(void *stream, gpu_event_t *e)
+{
+    fc_result_t brc_ = ctx_push(e->device);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUresult r = cu.cuStreamWaitEvent((CUstream)stream, e->e, 0);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "cuStreamWaitEvent failed: %s", cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_stream_sync(gpu_stream_t *s)
+{
+    fc_result_t brc_ = ctx_push(s->device);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUresult r = cu.cuStreamSynchronize(s->s);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "cuStreamSynchronize failed: %s", cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+void *gpu_host_alloc(size_t len)
+{
+    if (device_init(0) != FC_SUCCESS)
+        return NULL;
+    void *p = NULL;
+    cu.cuCtxPushCurrent_v2(cu.ctx[0]);
+    CUresult r = cu.cuMemHostAlloc(&p, len ? len : 1,
+                                   CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    CUcontext old;
+    cu.cuCtxPopCurrent_v2(&old);
+    if (r != CUDA_SUCCESS) {
+        FC_ERR(FC_ERR_CUDA, "cuMemHostAlloc(%zu bytes) failed: %s", len, cu_err(r));
+        return NULL;
+    }
+    return p;
+}
+
+void gpu_host_free(void *p)
+{
+    if (p)
+        cu.cuMemFreeHost(p);
+}
+
+void *gpu_dev_alloc(int device, size_t len)
+{
+    if (device_init(device) != FC_SUCCESS)
+        return NULL;
+    CUdeviceptr p = 0;
+    cu.cuCtxPushCurrent_v2(cu.ctx[device]);
+    CUresult r = cu.cuMemAlloc_v2(&p, len ? len : 1);
+    CUcontext old;
+    cu.cuCtxPopCurrent_v2(&old);
+    if (r != CUDA_SUCCESS) {
+        FC_ERR(FC_ERR_CUDA, "cuMemAlloc(%zu bytes) on device %d failed: %s", len, device,
+               cu_err(r));
+        return NULL;
+    }
+    return (void *)(uintptr_t)p;
+}
+
+void gpu_dev_free(int device, void *p)
+{
+    if (!p)
+        return;
+    cu.cuCtxPushCurrent_v2(cu.ctx[device]);
+    cu.cuMemFree_v2((CUdeviceptr)(uintptr_t)p);
+    CUcontext old;
+    cu.cuCtxPopCurrent_v2(&old);
+}
+
+fc_result_t gpu_memset(void *dev, int byte, size_t len)
+{
+    struct gpu_ptr pi;
+    gpu_ptr_info(dev, &pi);
+    fc_result_t brc_ = ctx_push(pi.device);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUresult r = cu.cuMemsetD8_v2((CUdeviceptr)(uintptr_t)dev, (unsigned char)byte, len);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "cuMemsetD8 failed: %s", cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_copy_sync(void *dst, const void *src, size_t len)
+{
+    struct gpu_ptr a, b;
+    gpu_ptr_info(dst, &a);
+    gpu_ptr_info(src, &b);
+    int d = a.kind != GPU_HOST ? a.device : b.device;
+    fc_result_t brc_ = ctx_push(d);
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    {
+        CUresult r = cu.cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len);
+        if (r != CUDA_SUCCESS)
+            brc_ = FC_ERR(FC_ERR_CUDA, "cuMemcpy failed: %s", cu_err(r));}
+    ctx_pop();
+    if (brc_ != FC_SUCCESS)
+        return brc_;
+    return FC_SUCCESS;
+}
+
+struct flag_wait {
+    volatile uint32_t *flag;
+    uint32_t value;
+};
+
+static void CUDA_CB host_wait(void *arg)
+{
+    struct flag_wait *w = arg;
+    while (*w->flag < w->value)
+        sched_yield();
+    free(w);
+}
+
+fc_result_t gpu_stream_wait_flag(void *stream, volatile uint32_t *flag, uint32_t value)
+{
+    CUresult r = cu.cuStreamWaitValue32_v2((CUstream)stream, (CUdeviceptr)(uintptr_t)flag, value,
+                                           CU_STREAM_WAIT_VALUE_GEQ);
+    if (r == CUDA_SUCCESS)
+        return FC_SUCCESS;
+    /* no stream memory operations: a host function that waits */
+    struct flag_wait *w = malloc(sizeof(*w));
+    if (!w)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    w->flag = flag;
+    w->value = value;
+    r = cu.cuLaunchHostFunc((CUstream)stream, host_wait, w);
+    if (r != CUDA_SUCCESS) {
+        free(w);
+        return FC_ERR(FC_ERR_CUDA, "making the caller's stream wait failed: %s", cu_err(r));
+    }
+    return FC_SUCCESS;
+}
+
+void gpu_pci_id(int device, char *buf, size_t len)
+{
+    CUdevice dev;
+    snprintf(buf, len, "?");
+    if (gpu_available(NULL) && cu.cuDeviceGet(&dev, device) == CUDA_SUCCESS)
+        cu.cuDeviceGetPCIBusId(buf, (int)len, dev);
+}
+
+#else /* !HAVE_CUDA */
+
+int gpu_available(const char **why)
+{
+    if (why)
+        *why = "this fabcoll was built without CUDA (configure --with-cuda)";
+    return 0;
+}
+
+int gpu_device_count(void)
+{
+    return 0;
+}
+
+fc_result_t gpu_ptr_info(const void *p, struct gpu_ptr *out)
+{
+    (void)p;
+    memset(out, 0, sizeof(*out));
+    return FC_SUCCESS;
+}
+
+#define NOCUDA return FC_ERR(FC_ERR_UNSUPPORTED, "this fabcoll was built without CUDA")
+fc_result_t gpu_stream_create(int d, gpu_stream_t **o) { (void)d; (void)o; NOCUDA; }
+void gpu_stream_destroy(gpu_stream_t *s) { (void)s; }
+fc_result_t gpu_set_device(int d) { (void)d; NOCUDA; }
+fc_result_t gpu_memcpy_async(void *d, const void *s, size_t l, gpu_stream_t *st)
+{ (void)d; (void)s; (void)l; (void)st; NOCUDA; }
+fc_result_t gpu_reduce_async(void *d, const void *a, const void *b, size_t n, fc_datatype_t dt,
+                             fc_op_t op, gpu_stream_t *s)
+{ (void)d; (void)a; (void)b; (void)n; (void)dt; (void)op; (void)s; NOCUDA; }
+fc_result_t gpu_scale_async(void *d, const void *s, size_t n, fc_datatype_t dt, uint32_t v,
+                            gpu_stream_t *st)
+{ (void)d; (void)s; (void)n; (void)dt; (void)v; (void)st; NOCUDA; }
+fc_result_t gpu_event_get(int d, gpu_event_t **o) { (void)d; (void)o; NOCUDA; }
+void gpu_event_put(gpu_event_t *e) { (void)e; }
+fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s) { (void)e; (void)s; NOCUDA; }
+fc_result_t gpu_event_record_raw(gpu_event_t *e, void *s) { (void)e; (void)s; NOCUDA; }
+int gpu_event_done(gpu_event_t *e) { (void)e; return -1; }
+fc_result_t gpu_stream_wait_event_raw(void *s, gpu_event_t *e) { (void)s; (void)e; NOCUDA; }
+fc_result_t gpu_stream_sync(gpu_stream_t *s) { (void)s; NOCUDA; }
+void *gpu_stream_raw(gpu_stream_t *s) { (void)s; return NULL; }
+void *gpu_host_alloc(size_t l) { (void)l; return NULL; }
+void gpu_host_free(void *p) { (void)p; }
+void *gpu_dev_alloc(int d, size_t l) { (void)d; (void)l; return NULL; }
+void gpu_dev_free(int d, void *p) { (void)d; (void)p; }
+fc_result_t gpu_memset(void *d, int b, size_t l) { (void)d; (void)b; (void)l; NOCUDA; }
+fc_result_t gpu_copy_sync(void *d, const void *s, size_t l) { (void)d; (void)s; (void)l; NOCUDA; }
+fc_result_t gpu_stream_wait_flag(void *s, volatile uint32_t *f, uint32_t v)
+{ (void)s; (void)f; (void)v; NOCUDA; }
+void gpu_pci_id(int d, char *b, size_t l) { (void)d; snprintf(b, l, "-"); }
+#endif

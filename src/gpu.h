@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * CUDA without a hard dependency.
+ *
+ * CUDA builds load the driver (libcuda.so.1) at run time and use the
+ * driver API only: memory types, streams and events, pinned and device
+ * memory, and the reduction kernels of gpu_kernels.cu, embedded in the
+ * library as a fatbin. On a machine without a GPU (or a build without
+ * CUDA) gpu_available() says why, every pointer is host memory, and device
+ * pointers cannot even be recognised: callers get FC_ERR_UNSUPPORTED /
+ * FC_ERR_CUDA with that reason when they need CUDA.
+ *
+ * Nothing here is tied to a communicator; streams are created per device
+ * by whoever needs them.
+ */
+#ifndef FC_GPU_H
+#define FC_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fabcoll.h"
+
+enum gpu_kind { GPU_HOST = 0, GPU_DEVICE = 1, GPU_MANAGED = 2 };
+
+struct gpu_ptr {
+    int kind;        /* enum gpu_kind */
+    int device;      /* ordinal, for device/managed memory */
+    uint64_t buffer_id; /* unique per allocation (CU_POINTER_ATTRIBUTE_BUFFER_ID) */
+    uintptr_t base;  /* start and size of the allocation */
+    size_t size;
+};
+
+/* 1 when the driver is loaded and a device exists; else *why says why. */
+int gpu_available(const char **why);
+/* Classifies p. Without CUDA everything is host memory. */
+fc_result_t gpu_ptr_info(const void *p, struct gpu_ptr *out);
+int gpu_device_count(void);
+
+typedef struct gpu_stream gpu_stream_t; /* a CUstream on a device's primary context */
+typedef struct gpu_event gpu_event_t;
+
+fc_result_t gpu_stream_create(int device, gpu_stream_t **out);
+void gpu_stream_destroy(gpu_stream_t *s);
+/* Makes the device's primary context current in this thread. */
+fc_result_t gpu_set_device(int device);
+
+/* Asynchronous work on s. */
+fc_result_t gpu_memcpy_async(void *dst, const void *src, size_t len, gpu_stream_t *s);
+fc_result_t gpu_reduce_async(void *dst, const void *a, const void *b, size_t n, fc_datatype_t dt,
+                             fc_op_t op, gpu_stream_t *s);
+fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t dt,
+                            uint32_t divisor, gpu_stream_t *s);
+
+/* Events from a pool (created without timing); record on a stream, query. */
+fc_result_t gpu_event_get(int device, gpu_event_t **out);
+void gpu_event_put(gpu_event_t *e);
+fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s);
+fc_result_t gpu_event_record_raw(gpu_event_t *e, void *cuda_stream); /* a user's stream */
+/* 1 done, 0 not yet, <0: error (message recorded) */
+int gpu_event_done(gpu_event_t *e);
+fc_result_t gpu_stream_wait_event_raw(void *cuda_stream, gpu_event_t *e);
+fc_result_t gpu_stream_sync(gpu_stream_t *s);
+void *gpu_stream_raw(gpu_stream_t *s);
+
+/* Memory. Pinned host memory is portable (usable from every context). */
+void *gpu_host_alloc(size_t len);
+void gpu_host_free(void *p);
+void *gpu_dev_alloc(int device, size_t len);
+void gpu_dev_free(int device, void *p);
+fc_result_t gpu_memset(void *dev, int byte, size_t len);
+fc_result_t gpu_copy_sync(void *dst, const void *src, size_t len);
+
+/* Stream-ordered waiting: makes cuda_stream wait until *flag >= value,
+ * where flag is pinned host memory (gpu_host_alloc) written by the host. */
+fc_result_t gpu_stream_wait_flag(void *cuda_stream, volatile uint32_t *flag, uint32_t value);
+
+/* The device's PCI bus id, for logs. */
+void gpu_pci_id(int device, char *buf, size_t len);
+
+#endif /* FC_GPU_H */

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// Reduction kernels for device memory, every datatype x op, with the same
+// semantics as the host kernels (src/reduce.h): integers wrap (computed in
+// the unsigned type), float16/bfloat16 are computed in fp32 and rounded to
+// nearest-even when stored, floating MIN/MAX propagate NaN (-0 below +0),
+// AVG reduces like SUM and a separate scale kernel divides once.
+//
+// Compiled to a fatbin that is embedded in libfabcoll and loaded through
+// the driver API at run time (src/gpu.c), so the library needs no CUDA
+// runtime and runs where no GPU exists. Kernel names are extern "C":
+// fc_reduce_<type>_<op> and fc_scale_<type>.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+template <typename T> struct acc {
+    typedef T type;
+    __device__ static T load(T v) { return v; }
+    __device__ static T store(T v) { return v; }
+};
+template <> struct acc<__half> {
+    typedef float type;
+    __device__ static float load(__half v) { return __half2float(v); }
+    __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct acc<__nv_bfloat16> {
+    typedef float type;
+    __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+    __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+
+// integer arithmetic that wraps: in the unsigned type of the same width
+template <typename T> struct wrap { typedef T u; };
+template <> struct wrap<int8_t> { typedef uint8_t u; };
+template <> struct wrap<int32_t> { typedef uint32_t u; };
+template <> struct wrap<int64_t> { typedef uint64_t u; };
+
+template <typename A> __device__ inline bool is_nan(A x) { return false; }
+template <> __device__ inline bool is_nan<float>(float x) { return x != x; }
+template <> __device__ inline bool is_nan<double>(double x) { return x != x; }
+
+template <typename A> __device__ inline bool less(A x, A y) { return x < y; }
+// -0 below +0, so min/max are commutative bit for bit
+template <> __device__ inline bool less<float>(float x, float y)
+{
+    return x < y || (x == y && signbit(x) && !signbit(y));
+}
+template <> __device__ inline bool less<double>(double x, double y)
+{
+    return x < y || (x == y && signbit(x) && !signbit(y));
+}
+
+struct op_sum {
+    template <typename A> __device__ static A f(A x, A y) { return x + y; }
+};
+struct op_prod {
+    template <typename A> __device__ static A f(A x, A y) { return x * y; }
+};
+struct op_min {
+    template <typename A> __device__ static A f(A x, A y)
+    {
+        if (is_nan(x))
+            return x;
+        if (is_nan(y))
+            return y;
+        return less(y, x) ? y : x;
+    }
+};
+struct op_max {
+    template <typename A> __device__ static A f(A x, A y)
+    {
+        if (is_nan(x))
+            return x;
+        if (is_nan(y))
+            return y;
+        return less(x, y) ? y : x;
+    }
+};
+
+template <typename T, typename Op, bool Int> struct apply;
+template <typename T, typename Op> struct apply<T, Op, true> {
+    __device__ static T f(T x, T y)
+    {
+        typedef typename wrap<T>::u U;
+        return (T)Op::template f<U>((U)x, (U)y);
+    }
+};
+template <typename T, typename Op> struct apply<T, Op, false> {
+    __device__ static T f(T x, T y)
+    {
+        typedef typename acc<T>::type A;
+        return acc<T>::store(Op::template f<A>(acc<T>::load(x), acc<T>::load(y)));
+    }
+};
+// MIN/MAX on integers compare in the signed type itself
+template <typename T> struct apply<T, op_min, true> {
+    __device__ static T f(T x, T y) { return y < x ? y : x; }
+};
+template <typename T> struct apply<T, op_max, true> {
+    __device__ static T f(T x, T y) { return x < y ? y : x; }
+};
+
+template <typename T> struct is_int { static const bool v = true; };
+template <> struct is_int<__half> { static const bool v = false; };
+template <> struct is_int<__nv_bfloat16> { static const bool v = false; };
+template <> struct is_int<float> { static const bool v = false; };
+template <> struct is_int<double> { static const bool v = false; };
+
+template <typename T, typename Op>
+__device__ void reduce(T *__restrict__ dst, const T *a, const T *b, size_t n)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = apply<T, Op, is_int<T>::v>::f(a[i], b[i]);
+}
+
+// integer division truncating toward zero in 64 bits of the type's
+// signedness (a divisor above the type's range must not wrap)
+template <typename T> struct div64 {
+    __device__ static T f(T x, uint32_t d) { return (T)((int64_t)x / (int64_t)d); }
+};
+template <> struct div64<uint8_t> {
+    __device__ static uint8_t f(uint8_t x, uint32_t d) { return (uint8_t)(x / d); }
+};
+template <> struct div64<uint32_t> {
+    __device__ static uint32_t f(uint32_t x, uint32_t d) { return x / d; }
+};
+template <> struct div64<uint64_t> {
+    __device__ static uint64_t f(uint64_t x, uint32_t d) { return x / d; }
+};
+
+template <typename T, bool Int> struct scaler {
+    __device__ static T f(T x, uint32_t d) { return div64<T>::f(x, d); }
+};
+template <typename T> struct scaler<T, false> {
+    __device__ static T f(T x, uint32_t d)
+    {
+        return acc<T>::store(acc<T>::load(x) / (typename acc<T>::type)d);
+    }
+};
+
+template <typename T> __device__ void scale(T *dst, const T *src, size_t n, uint32_t d)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = scaler<T, is_int<T>::v>::f(src[i], d ? d : 1);
+}
+
+#define KERNELS(T, name)                                                                       \
+    extern "C" __global__ void fc_reduce_##name##_sum(T *d, const T *a, const T *b, size_t n)  \
+    {                                                                                          \
+        reduce<T, op_sum>(d, a, b, n);                                                         \
+    }                                                                                          \
+    extern "C" __global__ void fc_reduce_##name##_prod(T *d, const T *a, const T *b, size_t n) \
+    {                                                                                          \
+        reduce<T, op_prod>(d, a, b, n);                                                        \
+    }                                                                                          \
+    extern "C" __global__ void fc_reduce_##name##_min(T *d, const T *a, const T *b, size_t n)  \
+    {                                                                                          \
+        reduce<T, op_min>(d, a, b, n);                                                         \
+    }                                                                                          \
+    extern "C" __global__ void fc_reduce_##name##_max(T *d, const T *a, const T *b, size_t n)  \
+    {                                                                                          \
+        reduce<T, op_max>(d, a, b, n);                                                         \
+    }                                                                                          \
+    extern "C" __global__ void fc_scale_##name(T *d, const T *s, size_t n, uint32_t div)       \
+    {                                                                                          \
+        scale<T>(d, s, n, div);                                                                \
+    }
+
+KERNELS(int8_t, int8)
+KERNELS(uint8_t, uint8)
+KERNELS(int32_t, int32)
+KERNELS(uint32_t, uint32)
+KERNELS(int64_t, int64)
+KERNELS(uint64_t, uint64)
+KERNELS(__half, float16)
+KERNELS(__nv_bfloat16, bfloat16)
+KERNELS(float, float32)
+KERNELS(double, float64)
