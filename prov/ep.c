@@ -8,10 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "prov_int.h"
+
+/* fabric.c: this rank's source address towards the rendezvous (0: known),
+ * and whether a fabric's subnet holds an address */
 
 static int fabric_penalty(const char *f)
 {
@@ -35,8 +39,11 @@ static int in_list(const char *list, const char *word)
     return 0;
 }
 
-/* Lower is better; -1: not allowed by FC_IFACE / FC_NICS. */
-static int score(const cfg_t *cfg, const struct fi_info *fi, int nnodes, const char *hint)
+/* Lower is better; -1: not allowed by FC_IFACE / FC_NICS, or loopback
+ * across nodes. root_src: the source address towards the rendezvous, or
+ * NULL. */
+static int score(const cfg_t *cfg, const struct fi_info *fi, int nnodes, const char *hint,
+                 const struct sockaddr_storage *root_src)
 {
     const char *dom = fi->domain_attr->name ? fi->domain_attr->name : "";
     const char *fab = fi->fabric_attr->name ? fi->fabric_attr->name : "";
@@ -51,8 +58,16 @@ static int score(const cfg_t *cfg, const struct fi_info *fi, int nnodes, const c
     int lo = prov_is_loopback(fi);
     if (nnodes == 1 && !lo)
         s += 5;
-    if (nnodes > 1 && lo)
-        s += 1000;
+    /* ranks on other nodes cannot reach a loopback address: a rank whose
+     * only domain is lo (its interface is down) must fail here, clearly,
+     * not in the connectivity check (or worse, leave the others waiting
+     * there). Unless FC_IFACE asks for it by name. */
+    if (nnodes > 1 && lo && !(tier == FC_TIER_NET && cfg->iface[0]))
+        return -1;
+    /* across nodes, without a fabric common to all (routed subnets): the
+     * one the rendezvous was reached over, not a host-local bridge */
+    if (nnodes > 1 && root_src && !prov_fabric_holds(fab, root_src))
+        s += 50;
     return s;
 }
 
@@ -94,6 +109,8 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
                     name, log_hostname(), name);
         goto fail;
     }
+    struct sockaddr_storage root_src;
+    int have_root = nnodes > 1 && prov_root_source(cfg, &root_src) == 0;
     struct fi_info *best = NULL;
     int best_score = 0;
     char domains[256];
@@ -105,7 +122,7 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
         if (dl < sizeof(domains) && !strstr(domains, fi->domain_attr->name))
             dl += (size_t)snprintf(domains + dl, sizeof(domains) - dl, "%s%s", dl ? ", " : "",
                                    fi->domain_attr->name);
-        int s = score(cfg, fi, nnodes, fabric_hint);
+        int s = score(cfg, fi, nnodes, fabric_hint, have_root ? &root_src : NULL);
         if (s < 0)
             continue;
         if (!best || s < best_score) {
@@ -123,6 +140,12 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
             rc = FC_ERR(FC_ERR_FABRIC,
                         "FC_NICS=%s names no domain of provider %s on host %s (it offers: %s)",
                         cfg->nics, name, log_hostname(), domains);
+        else if (nnodes > 1)
+            rc = FC_ERR(FC_ERR_FABRIC,
+                        "provider %s offers only loopback on host %s (it offers: %s), and the "
+                        "ranks are on %d nodes. Fix: check that the network interface is up "
+                        "(`ip addr`, `fc_info`), or set FC_IFACE",
+                        name, log_hostname(), domains, nnodes);
         else
             rc = FC_ERR(FC_ERR_FABRIC, "provider %s offers no usable domain on host %s", name,
                         log_hostname());

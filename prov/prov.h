@@ -75,6 +75,8 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
 fc_result_t prov_connect(struct prov_ep *p, int nranks, const char *addrs,
                          const char *const *names, int self);
 struct transport *prov_transport(struct prov_ep *p);
+/* 1 when the endpoint takes device buffers directly (gdr tier). */
+int prov_hmem(const struct prov_ep *p);
 /* Fills provider, fabric, domain, tier, hmem. */
 void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr);
 /* Per-provider defaults (profile.c) after FC_* overrides. */

@@ -89,6 +89,12 @@ static inline struct prov_ep *ep_of(struct transport *t)
  * we can. caps_extra: FI_RMA / FI_HMEM probes. */
 struct fi_info *prov_hints(uint64_t caps_extra);
 uint64_t prov_mr_mode_of_cfg(unsigned cfg_bits);
+/* The source address this host uses towards the rendezvous (FC_ROOT_ADDR):
+ * 0 and *src filled when known and not loopback. */
+struct sockaddr_storage;
+int prov_root_source(const cfg_t *cfg, struct sockaddr_storage *src);
+/* Whether fabric "a.b.c.d/len" (or an IPv6 prefix) holds the address. */
+int prov_fabric_holds(const char *fabric, const struct sockaddr_storage *src);
 int prov_is_loopback(const struct fi_info *fi);
 
 /* mr.c */

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,26 @@ static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const vo
     struct prov_ep *p = ep_of(t);
     fi_addr_t dst = p->addrs[peer];
     x->tpriv = NULL;
+    /* shm writes into the peer's queue at once (and its delivery-complete
+     * sends of zero bytes never complete in libfabric 1.17): no need */
+    if (x->delivery && p->tier != FC_TIER_SHM) {
+        struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+        struct fi_msg_tagged m = {.msg_iov = &iov, .desc = NULL, .iov_count = 1, .addr = dst,
+                                  .tag = tag, .context = x};
+        ssize_t ret = fi_tsendmsg(p->ep, &m, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+        if (ret == -FI_EAGAIN)
+            return FC_AGAIN;
+        if (ret == 0)
+            return FC_SUCCESS;
+        /* a provider without delivery completion: a plain send, which at
+         * least completes only once the provider has let go of it */
+        if (ret != -FI_EBADFLAGS && ret != -FI_ENOSYS && ret != -FI_EOPNOTSUPP)
+            return post_error(p, "fi_tsendmsg(FI_DELIVERY_COMPLETE)", peer, len, (int)ret);
+        ret = fi_tsend(p->ep, buf, len, NULL, dst, tag, x);
+        if (ret == -FI_EAGAIN)
+            return FC_AGAIN;
+        return ret ? post_error(p, "fi_tsend", peer, len, (int)ret) : FC_SUCCESS;
+    }
     if (len <= p->inject_size) {
         /* the buffer is reusable at once, and no completion will come:
          * report one at the next progress */
@@ -124,6 +145,7 @@ static fc_result_t cq_error(struct prov_ep *p, struct fi_cq_err_entry *e, struct
     case FI_EHOSTUNREACH:
     case FI_ENETUNREACH:
     case FI_ESHUTDOWN:
+    case FI_EIO: /* the sockets provider's word for a vanished peer */
         code = FC_ERR_PEER_FAILED;
         fix = " The peer process has probably exited, or its host is unreachable: check that "
               "rank's own error output.";
@@ -138,7 +160,7 @@ static fc_result_t cq_error(struct prov_ep *p, struct fi_cq_err_entry *e, struct
     }
     int peer = x ? x->peer : -1;
     snprintf(p->errbuf, sizeof(p->errbuf),
-             "%s completion error from %s rank %d (%s) on provider %s: %s (%d), provider says: "
+             "%s completion error %s rank %d (%s) on provider %s: %s (%d), provider says: "
              "%s.%s",
              x ? (x->is_send ? "send" : "receive") : "a", x ? (x->is_send ? "to" : "from") : "",
              peer, peer >= 0 && p->names ? p->names[peer] : "?", p->prov_name, fi_strerror(err),

@@ -13,7 +13,6 @@
 #include "boot.h"
 #include "comm.h"
 #include "log.h"
-#include "mem.h"
 
 /* ---- argument checks ------------------------------------------------------ */
 
@@ -62,7 +61,7 @@ static fc_result_t check_buf(const void *p, size_t bytes, size_t esize, const ch
     if ((uintptr_t)p % esize)
         return FC_ERR(FC_ERR_INVALID_ARGUMENT,
                       "%s %p is not aligned to its %zu-byte element size", name, p, esize);
-    return mem_check_pointer(p, name);
+    return FC_SUCCESS;
 }
 
 static fc_result_t check_rank(int r, int size, const char *what)
@@ -80,10 +79,17 @@ static fc_result_t check_rank(int r, int size, const char *what)
             return rc_;                                                                        \
     } while (0)
 
-/* Runs a collective to completion, or starts it when req is non-NULL. */
+/* Set by the stream-ordered twins for the duration of their call. */
+static __thread void *cur_stream;
+static __thread int in_stream_call;
+
+/* Runs a collective to completion, starts it when req is non-NULL, or
+ * queues it on a CUDA stream inside a *_stream call. */
 static fc_result_t run(fc_comm_t c, const struct coll_args *a, const void *sendbuf,
                        void *recvbuf, fc_request_t *req)
 {
+    if (in_stream_call)
+        return comm_stream_collective(c, a, sendbuf, recvbuf, cur_stream);
     struct fc_request *r = NULL;
     fc_result_t rc = comm_collective(c, a, sendbuf, recvbuf, &r);
     if (rc != FC_SUCCESS)
@@ -494,47 +500,66 @@ fc_result_t fc_comm_query(fc_comm_t comm, fc_comm_attr_t *attr)
         return named("fc_comm_query",
                      FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", !comm ? "comm" : "attr"));
     *attr = comm->attr;
+    if (comm->broken != FC_SUCCESS) /* e.g. a stream-ordered operation failed */
+        return named("fc_comm_query", FC_ERR_QUIET(comm->broken, "%s", comm->brokenmsg));
     return FC_SUCCESS;
 }
 
 /* ---- stream-ordered twins ---------------------------------------------------- */
+/* The same argument checks as the blocking calls, then the operation is
+ * queued on the stream (comm_gpu.c). */
+
+static fc_result_t stream_call(void *stream)
+{
+    cur_stream = stream;
+    in_stream_call = 1;
+    return FC_SUCCESS;
+}
+
+static fc_result_t stream_end(fc_result_t rc)
+{
+    in_stream_call = 0;
+    cur_stream = NULL;
+    return rc;
+}
 
 fc_result_t fc_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                 fc_datatype_t dt, fc_op_t op, fc_comm_t comm, void *cuda_stream)
 {
+    stream_call(cuda_stream);
     return named("fc_allreduce_stream",
-                 mem_stream_collective(COLL_ALLREDUCE, sendbuf, recvbuf, count, dt, op, 0, comm,
-                                       cuda_stream));
+                 stream_end(do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL)));
 }
 
 fc_result_t fc_broadcast_stream(const void *sendbuf, void *recvbuf, size_t count,
                                 fc_datatype_t dt, int root, fc_comm_t comm, void *cuda_stream)
 {
+    stream_call(cuda_stream);
     return named("fc_broadcast_stream",
-                 mem_stream_collective(COLL_BCAST, sendbuf, recvbuf, count, dt, FC_SUM, root,
-                                       comm, cuda_stream));
+                 stream_end(do_broadcast(sendbuf, recvbuf, count, dt, root, comm, NULL)));
 }
 
 fc_result_t fc_reduce_stream(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
                              fc_op_t op, int root, fc_comm_t comm, void *cuda_stream)
 {
-    return named("fc_reduce_stream", mem_stream_collective(COLL_REDUCE, sendbuf, recvbuf, count,
-                                                           dt, op, root, comm, cuda_stream));
+    stream_call(cuda_stream);
+    return named("fc_reduce_stream",
+                 stream_end(do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL)));
 }
 
 fc_result_t fc_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
                                 fc_datatype_t dt, fc_comm_t comm, void *cuda_stream)
 {
+    stream_call(cuda_stream);
     return named("fc_allgather_stream",
-                 mem_stream_collective(COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dt, FC_SUM,
-                                       0, comm, cuda_stream));
+                 stream_end(do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL)));
 }
 
 fc_result_t fc_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
                                      fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
                                      void *cuda_stream)
 {
+    stream_call(cuda_stream);
     return named("fc_reduce_scatter_stream",
-                 mem_stream_collective(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dt, op,
-                                       0, comm, cuda_stream));
+                 stream_end(do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL)));
 }

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "boot.h"
+#include "gpu.h"
+#include "gpu_tp.h"
 #include "log.h"
 #include "prov.h"
 
@@ -27,7 +29,9 @@ double comm_now(void)
 
 /* ---- requests ------------------------------------------------------------ */
 
-static void req_free(struct fc_request *r)
+static void check_timeout(struct fc_request *r, double now);
+
+void comm_request_free(struct fc_request *r)
 {
     sched_release(&r->s);
     free(r);
@@ -49,20 +53,30 @@ static void finish(struct fc_request *r, fc_result_t rc)
     r->done = 1;
     r->result = rc;
     unlink_active(r->comm->sh, r);
+    if (r->stream)
+        comm_stream_finished(r); /* nobody waits for it: release its stream */
 }
 
 void comm_progress_locked(struct comm_shared *sh)
 {
+    if (sh->stream_q)
+        comm_stream_start_ready(sh);
     if (sh->failed == FC_SUCCESS) {
         int n = 0;
-        fc_result_t rc = sh->tp->ops->progress(sh->tp, &n);
+        fc_result_t rc = sh->ptp->ops->progress(sh->ptp, &n);
         if (rc != FC_SUCCESS) {
             sh->failed = rc;
             snprintf(sh->failmsg, sizeof(sh->failmsg), "%s", err_get());
         }
     }
+    double now = sh->stream_active ? comm_now() : 0;
     for (struct fc_request *r = sh->active, *next; r; r = next) {
         next = r->next;
+        if (r->stream && !r->done) {
+            check_timeout(r, now); /* nobody waits on it to check */
+            if (r->done)
+                continue;
+        }
         if (sh->failed != FC_SUCCESS) {
             sched_fail(&r->s, sh->failed, "%s", sh->failmsg);
             finish(r, sh->failed);
@@ -79,34 +93,31 @@ void comm_progress_locked(struct comm_shared *sh)
         struct fc_request *z = *pp;
         if (z->s.xfers_out == 0) {
             *pp = z->next;
-            req_free(z);
+            comm_request_free(z);
         } else {
             pp = &z->next;
         }
     }
 }
 
-fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint64_t tagbase,
-                       const char *desc, int p2p)
+fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf,
+                              uint64_t tagbase, const char *desc, int p2p)
 {
     struct fc_comm *c = r->comm;
     struct sched_env env = {
-        .tp = c->sh->tp,
+        .tp = r->tp ? r->tp : c->sh->tp,
         .peer_map = c->peers,
         .tag_base = tagbase,
-        .chunk_bytes = c->chunk,
+        .chunk_bytes = r->chunk ? r->chunk : c->chunk,
         .window = c->window,
+        .delivery = r->delivery,
     };
-    snprintf(r->desc, sizeof(r->desc), "%s", desc);
+    if (desc != r->desc)
+        snprintf(r->desc, sizeof(r->desc), "%s", desc);
     r->p2p = p2p;
-    /* the transport's memory (scratch) is shared by the family: lock first */
-    pthread_mutex_lock(&c->sh->lock);
     fc_result_t rc = sched_start(&r->s, &env, sendbuf, recvbuf);
-    if (rc != FC_SUCCESS) {
-        req_free(r);
-        pthread_mutex_unlock(&c->sh->lock);
+    if (rc != FC_SUCCESS)
         return rc;
-    }
     r->last_change = comm_now();
     r->next = c->sh->active;
     c->sh->active = r;
@@ -114,8 +125,20 @@ fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint6
     comm_progress_locked(c->sh);
     if (c->sh->thread_on)
         pthread_cond_signal(&c->sh->cond);
-    pthread_mutex_unlock(&c->sh->lock);
     return FC_SUCCESS;
+}
+
+fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint64_t tagbase,
+                       const char *desc, int p2p)
+{
+    /* the transport's memory (scratch) is shared by the family: lock first */
+    struct comm_shared *sh = r->comm->sh;
+    pthread_mutex_lock(&sh->lock);
+    fc_result_t rc = comm_start_locked(r, sendbuf, recvbuf, tagbase, desc, p2p);
+    if (rc != FC_SUCCESS)
+        comm_request_free(r);
+    pthread_mutex_unlock(&sh->lock);
+    return rc;
 }
 
 /* The result of a finished request, with its message in this thread's
@@ -140,7 +163,7 @@ static fc_result_t reap(struct fc_request *r)
         r->next = c->sh->zombies;
         c->sh->zombies = r;
     } else {
-        req_free(r);
+        comm_request_free(r);
     }
     pthread_mutex_unlock(&c->sh->lock);
     return rc;
@@ -224,7 +247,7 @@ fc_result_t comm_wait(struct fc_request *r)
         if (now - idle_since < WAIT_YIELD_S)
             sched_yield();
         else
-            sh->tp->ops->wait(sh->tp, WAIT_NAP_US);
+            sh->ptp->ops->wait(sh->ptp, WAIT_NAP_US);
         pthread_mutex_lock(&sh->lock);
     }
     pthread_mutex_unlock(&sh->lock);
@@ -243,8 +266,8 @@ struct fc_request *comm_request_new(struct fc_comm *c, fc_datatype_t dt, fc_op_t
     return r;
 }
 
-fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                            void *recvbuf, struct fc_request **out)
+fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                       void *recvbuf, struct fc_request **out, uint64_t *tagbase)
 {
     if (c->broken != FC_SUCCESS)
         return FC_ERR_QUIET(c->broken, "the communicator is unusable after an earlier error "
@@ -256,19 +279,37 @@ fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const 
     struct fc_request *r = comm_request_new(c, a->dt, a->op);
     if (!r)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a request");
+    fc_result_t rc = comm_memory_route(c, sendbuf, recvbuf, r);
+    if (rc != FC_SUCCESS) {
+        comm_request_free(r);
+        return rc;
+    }
     r->s.coll_name = coll_kind_name(a->kind);
     r->s.algo_name = al->name;
-    fc_result_t rc = al->build(&r->s, a);
+    rc = al->build(&r->s, a);
     if (rc != FC_SUCCESS) {
-        req_free(r);
+        comm_request_free(r);
         return rc;
     }
     uint64_t seq = c->seq++;
-    char desc[160];
-    snprintf(desc, sizeof(desc), "%s #%llu (%s, %zu x %s)", coll_kind_name(a->kind),
-             (unsigned long long)seq, al->name, a->count, reduce_dt_name(a->dt));
-    FC_TRACE(LOG_COLL, "%s: chosen by %s, %u steps", desc, why, r->s.nsteps);
-    rc = comm_start(r, (void *)sendbuf, recvbuf, tag_base(c->id, TAG_KIND_COLL, seq), desc, 0);
+    snprintf(r->desc, sizeof(r->desc), "%s #%llu (%s, %zu x %s%s)", coll_kind_name(a->kind),
+             (unsigned long long)seq, al->name, a->count, reduce_dt_name(a->dt),
+             r->tp ? ", device memory" : "");
+    FC_TRACE(LOG_COLL, "%s: chosen by %s, %u steps", r->desc, why, r->s.nsteps);
+    *tagbase = tag_base(c->id, TAG_KIND_COLL, seq);
+    *out = r;
+    return FC_SUCCESS;
+}
+
+fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                            void *recvbuf, struct fc_request **out)
+{
+    struct fc_request *r;
+    uint64_t tb;
+    fc_result_t rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
+    if (rc != FC_SUCCESS)
+        return rc;
+    rc = comm_start(r, (void *)sendbuf, recvbuf, tb, r->desc, 0);
     if (rc == FC_SUCCESS)
         *out = r;
     return rc;
@@ -335,8 +376,11 @@ static void shared_release(struct comm_shared *sh)
     while (sh->zombies) {
         struct fc_request *z = sh->zombies;
         sh->zombies = z->next;
-        req_free(z); /* its scratch goes back to the transport */
+        comm_request_free(z); /* its scratch goes back to the transport */
     }
+    gpu_tp_destroy(sh->gpu);
+    gpu_host_free((void *)sh->flag);
+    free(sh->flag_fin);
     prov_close(sh->ep);
     pthread_mutex_destroy(&sh->lock);
     pthread_cond_destroy(&sh->cond);
@@ -356,18 +400,18 @@ static void comm_free(struct fc_comm *c)
 }
 
 /* Progress thread: drives running requests while the application computes. */
-static void *progress_main(void *arg)
+void *comm_progress_main(void *arg)
 {
     struct comm_shared *sh = arg;
     pthread_mutex_lock(&sh->lock);
     while (!sh->thread_stop) {
-        if (!sh->active) {
+        if (!sh->active && !sh->stream_q) {
             pthread_cond_wait(&sh->cond, &sh->lock);
             continue;
         }
         comm_progress_locked(sh);
         pthread_mutex_unlock(&sh->lock);
-        sh->tp->ops->wait(sh->tp, 200);
+        sh->ptp->ops->wait(sh->ptp, 200);
         pthread_mutex_lock(&sh->lock);
     }
     pthread_mutex_unlock(&sh->lock);
@@ -403,11 +447,14 @@ static fc_result_t fabric_check(struct fc_comm *c, uint64_t seq)
     r->s.algo_name = al->name;
     fc_result_t rc = al->build(&r->s, &a);
     if (rc != FC_SUCCESS) {
-        req_free(r);
+        comm_request_free(r);
         return rc;
     }
     double saved = c->cfg.timeout;
     c->cfg.timeout = c->cfg.boot_timeout;
+    /* at destroy, the endpoint closes right after: a signal merely buffered
+     * locally (an inject) could be dropped with it and leave a peer waiting */
+    r->delivery = seq > 0;
     rc = comm_start(r, NULL, NULL, tag_base(c->id, TAG_KIND_CTRL, seq),
                     "connectivity check over the fabric", 0);
     if (rc == FC_SUCCESS)
@@ -434,6 +481,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     c->cfg = *cfg;
     c->rank = me;
     c->size = n;
+    c->gpu_device = -1;
     log_set_rank(me);
 
     /* 1. who is where, with which providers */
@@ -558,6 +606,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     if (rc != FC_SUCCESS)
         goto fail;
     sh->tp = prov_transport(sh->ep);
+    sh->ptp = sh->tp;
     sh->nworld = n;
     c->sh = sh;
     sh = NULL;
@@ -583,7 +632,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     c->attr.local_rank = local_rank;
     c->attr.local_size = local_size;
     if (c->cfg.progress_thread) {
-        if (pthread_create(&c->sh->thread, NULL, progress_main, c->sh) == 0)
+        if (pthread_create(&c->sh->thread, NULL, comm_progress_main, c->sh) == 0)
             c->sh->thread_on = 1;
         else
             FC_WARN(LOG_INIT, "could not start the progress thread: %m; continuing without");
@@ -642,7 +691,17 @@ fc_result_t comm_destroy(struct fc_comm *c, int abort)
             struct fc_request *r = sh->active;
             while (r && r->comm != c)
                 r = r->next;
+            int queued = 0; /* stream-ordered: the progress thread finishes them */
+            for (struct fc_request *q = sh->stream_q; q; q = q->next)
+                queued |= q->comm == c;
+            if (r && r->stream)
+                queued = 1;
             pthread_mutex_unlock(&sh->lock);
+            if (queued) {
+                struct timespec ts = {0, 200000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
             if (!r)
                 break;
             fc_result_t w = comm_wait(r);
@@ -772,6 +831,7 @@ fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **o
         }
     }
     c->id = id;
+    c->gpu_device = p->gpu_device;
     c->cfg = p->cfg;
     c->tuning = p->tuning;
     c->chunk = p->chunk;

@@ -24,18 +24,28 @@
 struct prov_ep;
 struct fc_request;
 struct boot;
+struct gpu_tp;
 
 struct comm_shared {
     int refs;
     pthread_mutex_t lock;
     struct prov_ep *ep;        /* NULL for an in-process test transport */
     struct transport *tp;
+    struct gpu_tp *gpu;        /* device-memory transport over tp, made on first use */
+    struct transport *ptp;     /* what progress drives: gpu's when it exists, else tp */
     int nworld;                /* transport peers */
     uint32_t next_comm_id;     /* ids this process has not used yet */
     struct fc_request *active; /* running requests of every communicator here */
     struct fc_request *zombies; /* failed requests with transfers still posted */
     fc_result_t failed;        /* the transport itself failed */
     char failmsg[512];
+    /* stream-ordered operations, waiting for their stream's earlier work */
+    struct fc_request *stream_q, *stream_q_tail;
+    volatile uint32_t *flag;   /* pinned: the caller's streams wait on it */
+    uint32_t flag_next;        /* last value handed out */
+    uint32_t flag_done;        /* every value up to this one is finished */
+    uint8_t *flag_fin;         /* finished out of order (ring by value) */
+    int stream_active;         /* stream-ordered requests are running */
     /* progress thread */
     pthread_t thread;
     pthread_cond_t cond;
@@ -59,6 +69,7 @@ struct fc_comm {
     int *host_pid;
     fc_result_t broken;        /* set after a failure that leaves it unusable */
     char brokenmsg[512];
+    int gpu_device;            /* -1 until a device collective */
 };
 
 struct fc_request {
@@ -72,6 +83,15 @@ struct fc_request {
     uint64_t last_events;
     uint32_t last_ndone;
     int p2p;                   /* failures of p2p mismatches leave the comm usable */
+    int delivery;              /* sends complete when delivered */
+    struct transport *tp;      /* NULL: the family's */
+    size_t chunk;              /* 0: the communicator's */
+    /* stream-ordered operations (fc_*_stream) */
+    void *stream;              /* the caller's CUDA stream */
+    struct gpu_event *ready;   /* recorded on it: the work before us is done */
+    uint32_t flag_value;       /* written to the family's flag when done */
+    uint64_t tagbase;
+    void *sendbuf, *recvbuf;
 };
 
 double comm_now(void);
@@ -82,8 +102,14 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out);
 fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **out);
 fc_result_t comm_destroy(struct fc_comm *c, int abort);
 
+/* A new request of c whose schedule (r->s) the caller then builds; freed
+ * with comm_request_free until started. */
+void comm_request_free(struct fc_request *r);
 /* A new request of c whose schedule (r->s) the caller then builds. */
 struct fc_request *comm_request_new(struct fc_comm *c, fc_datatype_t dt, fc_op_t op);
+/* The same with the family's lock held; r is not freed on failure. */
+fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf,
+                              uint64_t tagbase, const char *desc, int p2p);
 /* Starts r's schedule (r is consumed on failure). tagbase: tag_base(...). */
 fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint64_t tagbase,
                        const char *desc, int p2p);
@@ -94,8 +120,26 @@ fc_result_t comm_wait(struct fc_request *r);
 /* Nonblocking check; *done = 1 and freed when finished. */
 fc_result_t comm_test(struct fc_request *r, int *done);
 
+/* Builds a collective's request (algorithm, memory route, sequence number)
+ * without starting it. */
+fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                       void *recvbuf, struct fc_request **out, uint64_t *tagbase);
 /* Builds and starts a collective (the public calls end here). */
 fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                             void *recvbuf, struct fc_request **out);
+/* The stream-ordered form: queued behind the work already on stream, and
+ * later work on stream waits for it (src/comm_stream.c). */
+fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
+                                   const void *sendbuf, void *recvbuf, void *stream);
+
+/* ---- device memory (comm_gpu.c) ------------------------------------------------ */
+/* Sends r through the device-memory transport when a buffer is on a GPU. */
+fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
+                              struct fc_request *r);
+/* The progress thread's body. */
+void *comm_progress_main(void *arg);
+/* Progress-engine hooks for stream-ordered requests (lock held). */
+void comm_stream_start_ready(struct comm_shared *sh);
+void comm_stream_finished(struct fc_request *r);
 
 #endif /* FC_COMM_H */

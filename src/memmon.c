@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,18 +26,20 @@ static struct {
     int ok;
     char why[160];
     pthread_mutex_t lock;
+    pthread_cond_t idle;
+    int busy;     /* events are being taken and not yet recorded */
     uint64_t seq; /* invalidations recorded so far */
     uintptr_t start[RING], end[RING];
     pthread_t thread;
-} mm = {.once = PTHREAD_ONCE_INIT, .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+} mm = {.once = PTHREAD_ONCE_INIT, .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+      .idle = PTHREAD_COND_INITIALIZER};
 
+/* Lock held. */
 static void record(uintptr_t s, uintptr_t e)
 {
-    pthread_mutex_lock(&mm.lock);
     mm.start[mm.seq % RING] = s;
     mm.end[mm.seq % RING] = e;
     mm.seq++;
-    pthread_mutex_unlock(&mm.lock);
 }
 
 #ifdef __linux__
@@ -45,8 +48,22 @@ static void *monitor_main(void *arg)
     (void)arg;
     struct uffd_msg msg[16];
     for (;;) {
+        /* Wait without taking the events, mark busy, then take them: the
+         * thread that unmapped is released by the read, and a drain it
+         * does right after waits for "busy" to clear, so it cannot miss
+         * its own invalidation. */
+        struct pollfd pfd = {.fd = mm.fd, .events = POLLIN};
+        if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+            break;
+        pthread_mutex_lock(&mm.lock);
+        mm.busy = 1;
+        pthread_mutex_unlock(&mm.lock);
         ssize_t n = read(mm.fd, msg, sizeof(msg));
+        pthread_mutex_lock(&mm.lock);
         if (n < 0) {
+            mm.busy = 0;
+            pthread_cond_broadcast(&mm.idle);
+            pthread_mutex_unlock(&mm.lock);
             if (errno == EINTR || errno == EAGAIN)
                 continue;
             break;
@@ -65,6 +82,9 @@ static void *monitor_main(void *arg)
                 break;
             }
         }
+        mm.busy = 0;
+        pthread_cond_broadcast(&mm.idle);
+        pthread_mutex_unlock(&mm.lock);
     }
     return NULL;
 }
@@ -74,10 +94,10 @@ static void start(void)
     int fd = -1;
 #ifdef UFFD_USER_MODE_ONLY
     /* allowed without privileges on kernels >= 5.11 */
-    fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+    fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
 #endif
     if (fd < 0)
-        fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+        fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         snprintf(mm.why, sizeof(mm.why), "userfaultfd: %s (vm.unprivileged_userfaultfd?)",
                  strerror(errno));
@@ -154,6 +174,8 @@ int memmon_drain(uint64_t *seen, void (*fn)(uintptr_t, uintptr_t, void *), void 
     uintptr_t st[64], en[64];
     for (;;) {
         pthread_mutex_lock(&mm.lock);
+        while (mm.busy)
+            pthread_cond_wait(&mm.idle, &mm.lock);
         uint64_t now = mm.seq;
         if (now - *seen > RING) {
             *seen = now;

@@ -429,6 +429,7 @@ static void try_issue(struct sched *s, uint32_t i)
         x->peer = st->peer < 0 ? -1 : s->env.peer_map ? s->env.peer_map[st->peer] : st->peer;
         x->tag = s->env.tag_base | ((uint64_t)st->tag << 12) | (k & 0xfff);
         x->is_send = st->op == SOP_SEND;
+        x->delivery = s->env.delivery;
         x->errmsg = NULL;
         fc_result_t rc;
         if (!is_xfer(st)) {

@@ -97,6 +97,7 @@ struct sched_env {
     uint64_t tag_base;    /* tag_base(comm id, kind, seq) */
     size_t chunk_bytes;   /* 0: no chunking */
     int window;           /* chunks in flight per step, 1..64 */
+    int delivery;         /* sends complete when delivered (see struct xfer) */
 };
 
 struct sched {

@@ -32,6 +32,8 @@ struct xfer {
     uint32_t step, chunk;
     int peer;          /* transport peer index */
     int is_send;       /* 1 send, 0 receive, 2 local step */
+    int delivery;      /* a send completes only once delivered (not merely buffered):
+                          the last messages before an endpoint closes */
     uint64_t tag;
     size_t len;
     void *buf;

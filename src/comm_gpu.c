@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Communicators and device memory: which transport a collective on device
+ * buffers goes through, and the stream-ordered collectives.
+ *
+ * Stream ordering (NCCL semantics) without kernels of our own: the call
+ * records an event on the caller's stream (the work before us) and makes
+ * the stream wait until a pinned host word reaches this operation's
+ * number (cuStreamWaitValue32; a blocking host function where stream
+ * memory operations are missing). The progress thread starts the
+ * collective once the event has fired and, when it is done, publishes its
+ * number -- in order: a number is published only when every earlier one
+ * is finished, so a stream never runs ahead of an unfinished collective.
+ * Errors are kept and returned by the next call on the communicator and
+ * by fc_comm_query.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "gpu.h"
+#include "gpu_tp.h"
+#include "log.h"
+#include "prov.h"
+
+#define FLAG_RING 4096
+
+fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
+                              struct fc_request *r)
+{
+    struct gpu_ptr ps, pr;
+    gpu_ptr_info(sendbuf, &ps);
+    gpu_ptr_info(recvbuf, &pr);
+    int dev = -1;
+    if (ps.kind != GPU_HOST)
+        dev = ps.device;
+    if (pr.kind != GPU_HOST) {
+        if (dev >= 0 && dev != pr.device)
+            return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                          "sendbuf is on GPU %d and recvbuf on GPU %d: one collective works on "
+                          "one device", dev, pr.device);
+        dev = pr.device;
+    }
+    if (dev < 0)
+        return FC_SUCCESS; /* host memory: the fabric's transport as is */
+    struct comm_shared *sh = c->sh;
+    fc_result_t rc = FC_SUCCESS;
+    pthread_mutex_lock(&sh->lock);
+    if (!sh->gpu) {
+        int hmem = prov_hmem(sh->ep);
+        size_t chunk = c->cfg.chunk_size ? c->cfg.chunk_size : hmem ? (4u << 20) : (1u << 20);
+        rc = gpu_tp_create(sh->tp, dev, hmem, chunk, &sh->gpu);
+        if (rc == FC_SUCCESS) {
+            sh->ptp = gpu_tp_transport(sh->gpu);
+            char bus[32];
+            gpu_pci_id(dev, bus, sizeof(bus));
+            FC_INFO(LOG_INIT | LOG_NET, "device buffers on GPU %d (%s): %s, chunks of %zu bytes",
+                    dev, bus,
+                    hmem ? "gdr tier: the provider registers device memory, no staging"
+                         : "staged through pinned host buffers (D2H/H2D overlapping the "
+                           "transfers)",
+                    chunk);
+        }
+    } else if (gpu_tp_device(sh->gpu) != dev) {
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                    "device buffers on GPU %d, but this communicator already works with GPU %d "
+                    "(one GPU per communicator)",
+                    dev, gpu_tp_device(sh->gpu));
+    }
+    pthread_mutex_unlock(&sh->lock);
+    if (rc != FC_SUCCESS)
+        return rc;
+    c->gpu_device = dev;
+    r->tp = gpu_tp_transport(sh->gpu);
+    r->chunk = gpu_tp_chunk(sh->gpu);
+    return FC_SUCCESS;
+}
+
+/* Publishes finished operation numbers, in order. Lock held. */
+static void publish(struct comm_shared *sh, uint32_t value)
+{
+    sh->flag_fin[value % FLAG_RING] = 1;
+    while (sh->flag_fin[(sh->flag_done + 1) % FLAG_RING] && sh->flag_done != sh->flag_next) {
+        sh->flag_done++;
+        sh->flag_fin[sh->flag_done % FLAG_RING] = 0;
+    }
+    __atomic_store_n(sh->flag, sh->flag_done, __ATOMIC_RELEASE);
+}
+
+void comm_stream_finished(struct fc_request *r)
+{
+    struct fc_comm *c = r->comm;
+    struct comm_shared *sh = c->sh;
+    if (r->result != FC_SUCCESS && c->broken == FC_SUCCESS) {
+        c->broken = r->result;
+        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.200s (stream-ordered): %.280s", r->desc,
+                 r->s.errmsg);
+        FC_WARN(LOG_COLL, "%s", c->brokenmsg);
+    }
+    publish(sh, r->flag_value);
+    gpu_event_put(r->ready);
+    r->ready = NULL;
+    if (r->s.xfers_out > 0 && sh->failed == FC_SUCCESS) {
+        r->next = sh->zombies;
+        sh->zombies = r;
+    } else {
+        comm_request_free(r);
+    }
+    sh->stream_active--;
+}
+
+void comm_stream_start_ready(struct comm_shared *sh)
+{
+    while (sh->stream_q) {
+        struct fc_request *r = sh->stream_q;
+        int d = gpu_event_done(r->ready);
+        if (d == 0)
+            return;
+        sh->stream_q = r->next;
+        if (!sh->stream_q)
+            sh->stream_q_tail = NULL;
+        r->next = NULL;
+        fc_result_t rc = d < 0 ? FC_ERR_CUDA : FC_SUCCESS;
+        if (rc != FC_SUCCESS)
+            sched_fail(&r->s, rc, "the work queued before it on the stream failed: %s",
+                       err_get());
+        else if (r->comm->broken != FC_SUCCESS)
+            sched_fail(&r->s, rc = r->comm->broken, "an earlier operation failed");
+        else if ((rc = comm_start_locked(r, r->sendbuf, r->recvbuf, r->tagbase, r->desc, 0)) !=
+                 FC_SUCCESS)
+            sched_fail(&r->s, rc, "%s", err_get());
+        if (rc != FC_SUCCESS) {
+            r->done = 1;
+            r->result = rc;
+            comm_stream_finished(r);
+        }
+    }
+}
+
+fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
+                                   const void *sendbuf, void *recvbuf, void *stream)
+{
+    const char *why;
+    if (!gpu_available(&why))
+        return FC_ERR(FC_ERR_UNSUPPORTED, "stream-ordered collectives need CUDA: %s", why);
+    if (c->broken != FC_SUCCESS)
+        return FC_ERR_QUIET(c->broken, "an earlier operation on this communicator failed: %s",
+                            c->brokenmsg);
+    struct fc_request *r;
+    uint64_t tb;
+    fc_result_t rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
+    if (rc != FC_SUCCESS)
+        return rc;
+    if (!r->tp && a->count > 0) {
+        comm_request_free(r);
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "stream-ordered collectives take device buffers; these are host memory "
+                      "(use the plain call)");
+    }
+    struct comm_shared *sh = c->sh;
+    int dev = c->gpu_device >= 0 ? c->gpu_device : 0;
+    r->stream = stream;
+    r->tagbase = tb;
+    r->sendbuf = (void *)sendbuf;
+    r->recvbuf = recvbuf;
+    rc = gpu_event_get(dev, &r->ready);
+    if (rc == FC_SUCCESS)
+        rc = gpu_event_record_raw(r->ready, stream);
+    pthread_mutex_lock(&sh->lock);
+    if (rc == FC_SUCCESS && !sh->flag) {
+        sh->flag = gpu_host_alloc(64);
+        sh->flag_fin = calloc(FLAG_RING, 1);
+        if (!sh->flag || !sh->flag_fin)
+            rc = FC_ERR(FC_ERR_NO_MEMORY, "no pinned memory for stream ordering");
+        else
+            *sh->flag = 0;
+    }
+    if (rc == FC_SUCCESS && sh->flag_next - sh->flag_done >= FLAG_RING - 1)
+        rc = FC_ERR(FC_ERR_UNSUPPORTED, "more than %d stream-ordered operations in flight",
+                    FLAG_RING - 1);
+    if (rc == FC_SUCCESS && !sh->thread_on) {
+        /* stream-ordered work needs someone to drive it while the caller
+         * is away: the progress thread */
+        if (pthread_create(&sh->thread, NULL, comm_progress_main, sh) == 0)
+            sh->thread_on = 1;
+        else
+            rc = FC_ERR(FC_ERR_SYSTEM, "cannot start the progress thread: %m");
+    }
+    if (rc != FC_SUCCESS) {
+        pthread_mutex_unlock(&sh->lock);
+        gpu_event_put(r->ready);
+        comm_request_free(r);
+        return rc;
+    }
+    r->flag_value = ++sh->flag_next;
+    r->next = NULL;
+    if (sh->stream_q_tail)
+        sh->stream_q_tail->next = r;
+    else
+        sh->stream_q = r;
+    sh->stream_q_tail = r;
+    sh->stream_active++;
+    uint32_t v = r->flag_value;
+    pthread_cond_signal(&sh->cond);
+    pthread_mutex_unlock(&sh->lock);
+    /* later work on the stream waits for this operation */
+    return gpu_stream_wait_flag(stream, sh->flag, v);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The device-memory transport (see gpu_tp.c): wraps the fabric's transport
+ * with staging through pinned bounce buffers (or passes device pointers
+ * straight through in the gdr tier) and runs local steps as CUDA kernels. */
+#ifndef FC_GPU_TP_H
+#define FC_GPU_TP_H
+
+#include "gpu.h"
+#include "transport.h"
+
+struct gpu_tp;
+
+/* hmem: the inner transport takes device pointers itself (gdr tier).
+ * bounce_size: the largest chunk staged at once. */
+fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t bounce_size,
+                          struct gpu_tp **out);
+struct transport *gpu_tp_transport(struct gpu_tp *g);
+int gpu_tp_device(const struct gpu_tp *g);
+/* The chunk size device collectives must use (the bounce buffers' size). */
+size_t gpu_tp_chunk(const struct gpu_tp *g);
+/* After the inner transport has stopped (no callback can come). */
+void gpu_tp_destroy(struct gpu_tp *g);
+
+#endif /* FC_GPU_TP_H */
