@@ -81,7 +81,6 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     if (!p)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory opening provider %s", name);
     p->base.ops = &prov_transport_ops;
-    p->cfg = cfg;
     p->wait_fd = -1;
     p->next_key = 1;
     snprintf(p->prov_name, sizeof(p->prov_name), "%s", name);
@@ -89,8 +88,12 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
 
     /* RMA where offered (the rendezvous protocol writes with it), else
      * tagged messages alone */
-    for (int pass = 0; pass < 2 && !list; pass++) {
-        hints = prov_hints(pass == 0 ? FI_RMA : 0);
+    /* device memory (FI_HMEM) when a GPU is here and FC_GDR allows it, RMA
+     * where offered; then with less, down to tagged messages alone */
+    const uint64_t want[4] = {FI_RMA | FI_HMEM, FI_HMEM, FI_RMA, 0};
+    int first = prov_hmem_wanted(cfg) ? 0 : 2;
+    for (int pass = first; pass < 4 && !list; pass++) {
+        hints = prov_hints(want[pass]);
         if (!hints) {
             rc = FC_ERR(FC_ERR_NO_MEMORY, "fi_allocinfo failed");
             goto fail;
@@ -232,7 +235,10 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     p->mr_mode = p->prov_mr_mode | prov_mr_mode_of_cfg(cfg->mr_mode_force);
     p->inject_size = p->info->tx_attr->inject_size;
     prov_mr_cache_init(p, cfg->mr_cache_max);
-    p->hmem = 0;
+    p->dev_cache_max = cfg->mr_cache_max;
+    rc = prov_hmem_probe(p, cfg);
+    if (rc != FC_SUCCESS)
+        goto fail;
     FC_INFO(LOG_NET, "opened %s: fabric %s, domain %s, inject %zu, mr_mode 0x%llx%s, wait %s",
             name, fab, dom, p->inject_size, (unsigned long long)p->mr_mode,
             cfg->mr_mode_force ? " (FC_MR_MODE adds bits)" : "", p->wait_fd >= 0 ? "fd" : "poll");
@@ -278,7 +284,7 @@ void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr)
     snprintf(attr->provider, sizeof(attr->provider), "%s", p->prov_name);
     snprintf(attr->fabric, sizeof(attr->fabric), "%s", p->info->fabric_attr->name);
     snprintf(attr->domain, sizeof(attr->domain), "%s", p->info->domain_attr->name);
-    attr->tier = p->tier;
+    attr->tier = p->hmem ? FC_TIER_GDR : p->tier;
     attr->hmem = p->hmem;
     attr->nrails = 1;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "gpu.h"
 #include "log.h"
 #include "memmon.h"
 #include "prov_int.h"
@@ -140,8 +141,8 @@ static void invalidate(uintptr_t start, uintptr_t end, void *ctx)
     struct prov_ep *p = ctx;
     for (struct prov_mr *m = p->mrs, *n; m; m = n) {
         n = m->next;
-        if (!m->cached || m->stale)
-            continue;
+        if (!m->cached || m->stale || m->dev_buffer_id)
+            continue; /* device memory is not unmapped through the host */
         uintptr_t b = (uintptr_t)m->base, e = b + m->len;
         if (b < end && start < e) {
             m->stale = 1;
@@ -165,7 +166,8 @@ static void drain(struct prov_ep *p)
 
 static void evict(struct prov_ep *p)
 {
-    while (p->mr_cached_bytes > p->mr_cache_max && p->lru_tail) {
+    size_t max = p->mr_cache_max ? p->mr_cache_max : p->dev_cache_max;
+    while (p->mr_cached_bytes > max && p->lru_tail) {
         struct prov_mr *m = p->lru_tail;
         p->mr_stats.evictions++;
         drop(p, m);
@@ -197,12 +199,69 @@ static fc_result_t new_mr(struct prov_ep *p, const void *buf, size_t len, int ca
     return FC_SUCCESS;
 }
 
+/* Device memory (gdr tier): the whole allocation is registered, and the
+ * entry is valid as long as the allocation is the same one (CUDA's buffer
+ * id changes when memory is freed and allocated again at that address). */
+static fc_result_t dev_acquire(struct prov_ep *p, const char *b, size_t len,
+                               const struct gpu_ptr *gp, struct prov_mr **out)
+{
+    for (struct prov_mr *m = p->mrs, *n; m; m = n) {
+        n = m->next;
+        if (!m->dev_buffer_id || b < m->base || b + len > m->base + m->len)
+            continue;
+        if (m->dev_buffer_id != gp->buffer_id) {
+            m->stale = 1; /* freed and reallocated: never reuse */
+            p->mr_stats.invalidations++;
+            if (m->refs == 0)
+                drop(p, m);
+            continue;
+        }
+        if (m->refs == 0)
+            lru_remove(p, m);
+        m->refs++;
+        p->mr_stats.hits++;
+        *out = m;
+        return FC_SUCCESS;
+    }
+    p->mr_stats.misses++;
+    struct prov_mr *m = calloc(1, sizeof(*m));
+    if (!m)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a registration");
+    char *base = gp->size ? (char *)gp->base : (char *)b;
+    size_t size = gp->size ? gp->size : len;
+    uint64_t key = (p->prov_mr_mode & FI_MR_PROV_KEY) ? 0 : p->next_key++;
+    fc_result_t rc = prov_hmem_reg(p, base, size, gp->device, key, &m->mr);
+    if (rc != FC_SUCCESS) {
+        free(m);
+        return rc;
+    }
+    m->desc = fi_mr_desc(m->mr);
+    m->key = fi_mr_key(m->mr);
+    m->base = base;
+    m->len = size;
+    m->refs = 1;
+    m->cached = 1;
+    m->dev_buffer_id = gp->buffer_id;
+    p->mr_cached_bytes += size;
+    m->next = p->mrs;
+    p->mrs = m;
+    FC_TRACE(LOG_MR, "registered GPU %d memory %p+%zu", gp->device, base, size);
+    *out = m;
+    return FC_SUCCESS;
+}
+
 fc_result_t prov_mr_acquire(struct prov_ep *p, const void *buf, size_t len, struct prov_mr **out)
 {
     const char *b = buf;
+    if (p->hmem) {
+        struct gpu_ptr gp;
+        gpu_ptr_info(buf, &gp);
+        if (gp.kind == GPU_DEVICE)
+            return dev_acquire(p, b, len, &gp, out);
+    }
     drain(p);
     for (struct prov_mr *m = p->mrs; m; m = m->next)
-        if (!m->stale && b >= m->base && b + len <= m->base + m->len) {
+        if (!m->stale && !m->dev_buffer_id && b >= m->base && b + len <= m->base + m->len) {
             if (m->cached && m->refs == 0)
                 lru_remove(p, m);
             m->refs++;

@@ -29,6 +29,7 @@ struct prov_mr {
     int persistent; /* memory the transport handed out */
     int cached;     /* a watched user buffer: kept after its last use */
     int stale;      /* its memory was freed or unmapped: never reuse */
+    uint64_t dev_buffer_id; /* device memory: the allocation it belongs to (0: host) */
 };
 
 struct prov_mr_stats {
@@ -47,7 +48,6 @@ struct prov_done {
 
 struct prov_ep {
     struct transport base;
-    const cfg_t *cfg;
     struct fi_info *info;
     struct fid_fabric *fabric;
     struct fid_domain *domain;
@@ -57,7 +57,8 @@ struct prov_ep {
     int wait_fd;          /* -1: no fd to block on */
     char prov_name[PROV_NAME_LEN];
     fc_tier_t tier;
-    int hmem;
+    int hmem;             /* device buffers go to the fabric directly (gdr) */
+    char hmem_why[200];   /* why not, for logs and FC_GDR=on */
     uint64_t mr_mode;     /* what we honour: provider's demand | FC_MR_MODE */
     uint64_t prov_mr_mode; /* what the provider itself demands */
     size_t inject_size;
@@ -66,6 +67,7 @@ struct prov_ep {
     struct prov_mr *lru_head, *lru_tail; /* idle cached entries, most recent first */
     size_t mr_cached_bytes;
     size_t mr_cache_max;  /* 0: user buffers are not cached */
+    size_t dev_cache_max; /* FC_MR_CACHE_MAX, for device registrations */
     uint64_t mm_seen;     /* memory-monitor invalidations processed */
     struct prov_mr_stats mr_stats;
     struct prov_pool pool[64]; /* idle scratch by power-of-two size class */
@@ -110,6 +112,16 @@ void prov_mem_pool_drain(struct prov_ep *p);
 
 /* xfer.c */
 extern const struct transport_ops prov_transport_ops;
+
+/* hmem.c */
+/* Whether to ask the provider for FI_HMEM (a GPU is here, FC_GDR != off). */
+int prov_hmem_wanted(const cfg_t *cfg);
+/* After the endpoint is up: can it take device memory? Sets hmem and
+ * hmem_why; FC_ERR_UNSUPPORTED when FC_GDR=on and it cannot. */
+fc_result_t prov_hmem_probe(struct prov_ep *p, const cfg_t *cfg);
+/* Registers device memory (iface CUDA) into m. */
+fc_result_t prov_hmem_reg(struct prov_ep *p, void *buf, size_t len, int device, uint64_t key,
+                          struct fid_mr **mr);
 
 /* profile.c */
 uint16_t prov_pref_of(const char *prov_name);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu.h"
 #include "log.h"
 #include "prov_int.h"
 
@@ -45,6 +46,16 @@ static int local_room(struct prov_ep *p)
     return 0;
 }
 
+/* Device memory, in the gdr tier: always registered, never injected. */
+static int is_device(const struct prov_ep *p, const void *buf)
+{
+    if (!p->hmem || !buf)
+        return 0;
+    struct gpu_ptr gp;
+    gpu_ptr_info(buf, &gp);
+    return gp.kind == GPU_DEVICE;
+}
+
 static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const void *buf,
                            size_t len, struct xfer *x)
 {
@@ -71,7 +82,8 @@ static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const vo
             return FC_AGAIN;
         return ret ? post_error(p, "fi_tsend", peer, len, (int)ret) : FC_SUCCESS;
     }
-    if (len <= p->inject_size) {
+    int dev = is_device(p, buf);
+    if (len <= p->inject_size && !dev) {
         /* the buffer is reusable at once, and no completion will come:
          * report one at the next progress */
         if (local_room(p))
@@ -88,7 +100,7 @@ static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const vo
     }
     void *desc = NULL;
     struct prov_mr *m = NULL;
-    if (p->mr_mode & FI_MR_LOCAL) {
+    if ((p->mr_mode & FI_MR_LOCAL) || dev) {
         fc_result_t rc = prov_mr_acquire(p, buf, len, &m);
         if (rc != FC_SUCCESS)
             return rc;
@@ -112,7 +124,7 @@ static fc_result_t pe_recv(struct transport *t, int peer, uint64_t tag, void *bu
     void *desc = NULL;
     struct prov_mr *m = NULL;
     x->tpriv = NULL;
-    if ((p->mr_mode & FI_MR_LOCAL) && len > 0) {
+    if (((p->mr_mode & FI_MR_LOCAL) || is_device(p, buf)) && len > 0) {
         fc_result_t rc = prov_mr_acquire(p, buf, len, &m);
         if (rc != FC_SUCCESS)
             return rc;

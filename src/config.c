@@ -32,7 +32,7 @@ struct row {
 #define F(field) offsetof(cfg_t, field), sizeof(((cfg_t *)0)->field)
 
 static const char *const S_USER = "settings";
-static const char *const S_LAUNCH = "launcher (read, set by fc_run / Slurm / PMIx)";
+static const char *const S_LAUNCH = "launcher (read, set by fc_run / Slurm / PMIx / PMI-2)";
 
 static const struct row rows[] = {
     /* logging */
@@ -91,9 +91,10 @@ static const struct row rows[] = {
     {"FC_MR_CACHE_MAX", T_SIZE, "1G", F(mr_cache_max), NULL, S_USER,
      "Bytes of user buffers kept registered in the registration cache (LRU eviction)."},
     /* bootstrap */
-    {"FC_BOOTSTRAP", T_ENUM, "auto", F(bootstrap), "auto,pmix,fc_run,slurm", S_USER,
-     "How fc_comm_init finds its peers; auto tries PMIx, then the fc_run environment, then "
-     "Slurm's environment."},
+    {"FC_BOOTSTRAP", T_ENUM, "auto", F(bootstrap), "auto,pmix,pmi2,fc_run,slurm", S_USER,
+     "How fc_comm_init finds its peers; auto tries PMIx (PMIX_NAMESPACE set), then PMI-2 "
+     "(PMI_FD set: srun --mpi=pmi2), then the fc_run environment, then Slurm's environment "
+     "(plain srun: rank 0 serves a rendezvous)."},
     {"FC_BOOT_TIMEOUT", T_SECONDS, "120", F(boot_timeout), NULL, S_USER,
      "Seconds for every rank to join at communicator creation."},
     /* launcher variables */
@@ -118,6 +119,13 @@ static const struct row rows[] = {
     {"PMIX_RANK", T_INT, "-1", F(pmix_rank), NULL, S_LAUNCH, "Rank under a PMIx server."},
     {"PMIX_SERVER_URI41", T_STR, NULL, F(pmix_server_uri), NULL, S_LAUNCH,
      "PMIx server contact (any PMIX_SERVER_URI* version)."},
+    {"PMI_FD", T_INT, "-1", F(pmi_fd), NULL, S_LAUNCH,
+     "Descriptor of the PMI-2 server connection (srun --mpi=pmi2): PMI-2 bootstrap is "
+     "possible."},
+    {"PMI_RANK", T_INT, "-1", F(pmi_rank), NULL, S_LAUNCH, "Rank under PMI-2."},
+    {"PMI_SIZE", T_INT, "-1", F(pmi_size), NULL, S_LAUNCH, "Number of ranks under PMI-2."},
+    {"PMI_JOBID", T_STR, NULL, F(pmi_jobid), NULL, S_LAUNCH,
+     "PMI-2 job id (Slurm: job.step); names the job in fabcoll's log."},
 };
 
 #define NROWS ((int)(sizeof(rows) / sizeof(rows[0])))

@@ -4,7 +4,7 @@
  *
  * Every environment variable fabcoll reads is a row of the table in
  * config.c (name, type, default, help): the FC_* settings users set, and the
- * launcher variables (FC_RANK from fc_run, SLURM_*, PMIX_*) fabcoll only
+ * launcher variables (FC_RANK from fc_run, SLURM_*, PMIX_*, PMI_*) fabcoll only
  * reads. config_load() reads them all once into a cfg_t snapshot; nothing
  * else in the library calls getenv. Tests build their own snapshot with
  * config_load_from().
@@ -19,7 +19,7 @@
 
 enum cfg_gdr { CFG_GDR_AUTO, CFG_GDR_ON, CFG_GDR_OFF };
 enum cfg_proto { CFG_PROTO_AUTO, CFG_PROTO_EAGER, CFG_PROTO_RNDV };
-enum cfg_boot { CFG_BOOT_AUTO, CFG_BOOT_PMIX, CFG_BOOT_FCRUN, CFG_BOOT_SLURM };
+enum cfg_boot { CFG_BOOT_AUTO, CFG_BOOT_PMIX, CFG_BOOT_PMI2, CFG_BOOT_FCRUN, CFG_BOOT_SLURM };
 /* FC_MR_MODE bits (prov/ maps them to FI_MR_*); "verbs" = LOCAL|VIRT_ADDR|PROV_KEY|ALLOCATED */
 enum cfg_mr {
     CFG_MR_LOCAL = 1,
@@ -68,6 +68,8 @@ typedef struct cfg {
     char pmix_namespace[CFG_STR];
     int pmix_rank;        /* -1 when unset */
     char pmix_server_uri[CFG_STR];
+    int pmi_fd, pmi_rank, pmi_size; /* PMI-2 (srun --mpi=pmi2); -1 when unset */
+    char pmi_jobid[CFG_STR];
 } cfg_t;
 
 typedef const char *(*cfg_lookup_fn)(const char *name, void *ctx);

@@ -1,7 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Choosing a bootstrap: the unique id path, and the launcher detection of
- * fc_comm_init (PMIx, then fc_run's environment, then plain Slurm).
+ * fc_comm_init. In auto mode (FC_BOOTSTRAP unset), in this order:
+ *   PMIx     PMIX_NAMESPACE is set: srun --mpi=pmix, Open MPI's mpirun;
+ *   PMI-2    PMI_FD is set: srun --mpi=pmi2;
+ *   fc_run   FC_RANK, FC_SIZE, FC_ROOT_ADDR are set;
+ *   Slurm    SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_ID and SLURM_STEP_ID are
+ *            set: a task of plain srun (no PMI); rank 0 serves a rendezvous.
+ * A PMIx or PMI-2 failure falls through to the next method. One exception:
+ * fc_run sets its variables for its own children only, while launcher
+ * variables are inherited by every descendant, so under `srun --mpi=pmix
+ * fc_run -n 4 prog` each rank also sees the srun task's PMIX_* (every one
+ * claiming the same PMIx rank). When fc_run's variables are all there, fc_run
+ * is the innermost launcher and wins.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -126,6 +137,12 @@ static uint64_t hash_str(const char *s, uint64_t seed)
 
 #define SLURM_PORTS 8
 
+/* Per process: the n-th plain-srun fc_comm_init of every rank is session n.
+ * n feeds the ports and the secret, so a communicator created right after
+ * another never reaches the previous one's rendezvous, which rank 0 still
+ * serves until every rank has left it. */
+static atomic_uint slurm_session;
+
 static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
 {
     char host[256];
@@ -134,10 +151,12 @@ static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
                       "under srun without PMI, fabcoll needs SLURM_STEP_NODELIST to find rank "
                       "0's node; it is '%s'. Fix: use srun --mpi=pmix, or fc_run",
                       cfg->slurm_nodelist);
-    /* the job and step feed port and secret: another job derives others */
+    /* the job, step and session feed port and secret: another job, step or
+     * communicator derives others */
+    uint32_t session = atomic_fetch_add(&slurm_session, 1);
     char key[256];
-    snprintf(key, sizeof(key), "fabcoll:%.40s.%.40s:%u:%.150s", cfg->slurm_job_id,
-             cfg->slurm_step_id, (unsigned)getuid(), cfg->slurm_nodelist);
+    snprintf(key, sizeof(key), "fabcoll:%.40s.%.40s:%u:%u:%.140s", cfg->slurm_job_id,
+             cfg->slurm_step_id, (unsigned)getuid(), session, cfg->slurm_nodelist);
     uint8_t secret[BOOT_SECRET_LEN];
     for (int i = 0; i < BOOT_SECRET_LEN / 8; i++) {
         uint64_t h = hash_str(key, 0x5eed0000u + (uint64_t)i);
@@ -160,12 +179,14 @@ static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
                           err_get());
         FC_INFO(LOG_BOOT, "srun without PMI: rank 0 serves the rendezvous on port %d", bound);
     }
-    fc_result_t rc = boot_sock_connect(host, ports, SLURM_PORTS, secret, 0, cfg->slurm_procid,
-                                       cfg->slurm_ntasks, cfg->boot_timeout, out);
+    fc_result_t rc = boot_sock_connect(host, ports, SLURM_PORTS, secret, session,
+                                       cfg->slurm_procid, cfg->slurm_ntasks, cfg->boot_timeout,
+                                       out);
     if (rc == FC_SUCCESS)
         snprintf((*out)->how, sizeof((*out)->how),
-                 "Slurm environment (job %.20s.%.20s), rendezvous at rank 0's node %.60s",
-                 cfg->slurm_job_id, cfg->slurm_step_id, host);
+                 "Slurm environment (job %.20s.%.20s), rendezvous at rank 0's node %.40s, "
+                 "session %u",
+                 cfg->slurm_job_id, cfg->slurm_step_id, host, session);
     return rc;
 }
 
@@ -173,10 +194,20 @@ fc_result_t boot_from_launcher(const cfg_t *cfg, struct boot **out)
 {
     int forced = cfg->bootstrap;
     int have_pmix_env = cfg->pmix_namespace[0] != '\0';
+    int have_pmi2_env = cfg->pmi_fd >= 0;
     int have_fcrun = cfg->fc_rank >= 0 && cfg->fc_size > 0 && cfg->fc_root_addr[0];
-    int have_slurm = cfg->slurm_procid >= 0 && cfg->slurm_ntasks > 0 && cfg->slurm_job_id[0];
+    /* a batch script or salloc shell has SLURM_PROCID=0 and the job's
+     * SLURM_NTASKS too, but no step: only srun's tasks are ranks */
+    int have_slurm = cfg->slurm_procid >= 0 && cfg->slurm_ntasks > 0 && cfg->slurm_job_id[0] &&
+                     cfg->slurm_step_id[0];
     fc_result_t rc;
 
+    if (forced == CFG_BOOT_AUTO && have_fcrun && (have_pmix_env || have_pmi2_env)) {
+        FC_INFO(LOG_BOOT, "the fc_run environment (FC_RANK=%d FC_SIZE=%d) wins over %s inherited "
+                "from an outer launcher: fc_run started this process",
+                cfg->fc_rank, cfg->fc_size, have_pmix_env ? "PMIX_NAMESPACE" : "PMI_FD");
+        return from_fcrun(cfg, out);
+    }
     if (forced == CFG_BOOT_PMIX || (forced == CFG_BOOT_AUTO && have_pmix_env)) {
 #ifdef HAVE_PMIX
         rc = boot_pmix_open(cfg, out);
@@ -191,6 +222,20 @@ fc_result_t boot_from_launcher(const cfg_t *cfg, struct boot **out)
         FC_INFO(LOG_BOOT, "PMIX_NAMESPACE is set but this build has no PMIx support");
 #endif
     }
+    if (forced == CFG_BOOT_PMI2 || (forced == CFG_BOOT_AUTO && have_pmi2_env)) {
+#ifdef HAVE_PMI2
+        rc = boot_pmi2_open(cfg, out);
+        if (rc == FC_SUCCESS || forced == CFG_BOOT_PMI2)
+            return rc;
+        FC_INFO(LOG_BOOT, "PMI-2 bootstrap failed (%s); trying the next method", err_get());
+#else
+        if (forced == CFG_BOOT_PMI2)
+            return FC_ERR(FC_ERR_UNSUPPORTED,
+                          "FC_BOOTSTRAP=pmi2, but this fabcoll was built without PMI-2 (install "
+                          "libpmi2-0-dev and rebuild), or use srun --mpi=pmix");
+        FC_INFO(LOG_BOOT, "PMI_FD is set but this build has no PMI-2 support");
+#endif
+    }
     if (forced == CFG_BOOT_FCRUN || (forced == CFG_BOOT_AUTO && have_fcrun)) {
         if (!have_fcrun)
             return FC_ERR(FC_ERR_BOOTSTRAP,
@@ -201,13 +246,21 @@ fc_result_t boot_from_launcher(const cfg_t *cfg, struct boot **out)
     if (forced == CFG_BOOT_SLURM || (forced == CFG_BOOT_AUTO && have_slurm)) {
         if (!have_slurm)
             return FC_ERR(FC_ERR_BOOTSTRAP,
-                          "FC_BOOTSTRAP=slurm, but SLURM_PROCID/SLURM_NTASKS/SLURM_JOB_ID are "
-                          "not set: start the program with srun");
+                          "FC_BOOTSTRAP=slurm, but SLURM_PROCID/SLURM_NTASKS/SLURM_JOB_ID/"
+                          "SLURM_STEP_ID are not all set: start the program with srun");
         return from_slurm(cfg, out);
     }
+    if (cfg->slurm_job_id[0] && !cfg->slurm_step_id[0])
+        return FC_ERR(FC_ERR_BOOTSTRAP,
+                      "fc_comm_init found no launcher: SLURM_JOB_ID=%s is set but SLURM_STEP_ID "
+                      "is not, so this process runs in a batch script or salloc shell, not as a "
+                      "task of srun. Fix: start it with `srun -n N [--mpi=pmix] prog` (or "
+                      "`fc_run -n N prog`, `mpirun -n N prog`)",
+                      cfg->slurm_job_id);
     return FC_ERR(FC_ERR_BOOTSTRAP,
                   "fc_comm_init found no launcher: the process was not started by a PMIx server "
-                  "(srun --mpi=pmix, mpirun), by fc_run (FC_RANK unset), or by srun "
+                  "(srun --mpi=pmix, mpirun; PMIX_NAMESPACE unset), by a PMI-2 server (srun "
+                  "--mpi=pmi2; PMI_FD unset), by fc_run (FC_RANK unset), or by srun "
                   "(SLURM_PROCID unset). Fix: start it with `fc_run -n N prog`, `srun -n N "
                   "[--mpi=pmix] prog` or `mpirun -n N prog`, or use fc_get_unique_id + "
                   "fc_comm_init_rank");

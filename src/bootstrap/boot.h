@@ -36,8 +36,8 @@ struct boot {
 
 #define BOOT_SECRET_LEN 32
 
-/* fc_comm_init: PMIx, then the fc_run environment, then Slurm's (or what
- * FC_BOOTSTRAP forces). Logs which one and why. */
+/* fc_comm_init: PMIx, then PMI-2, then the fc_run environment, then Slurm's
+ * (or what FC_BOOTSTRAP forces). Logs which one and why. */
 fc_result_t boot_from_launcher(const cfg_t *cfg, struct boot **out);
 /* fc_get_unique_id: starts a rendezvous thread in this process. */
 fc_result_t boot_make_unique_id(const cfg_t *cfg, fc_unique_id_t *id);
@@ -47,6 +47,8 @@ fc_result_t boot_from_unique_id(const cfg_t *cfg, const fc_unique_id_t *id, int 
 
 /* PMIx (pmix.c, built when configure finds PMIx). */
 fc_result_t boot_pmix_open(const cfg_t *cfg, struct boot **out);
+/* Slurm's PMI-2 (pmi2.c, built when configure finds <slurm/pmi2.h> and -lpmi2). */
+fc_result_t boot_pmi2_open(const cfg_t *cfg, struct boot **out);
 
 /* ---- the socket rendezvous (sock.c) ---------------------------------------- */
 struct boot_server;

@@ -584,8 +584,13 @@ fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, i
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_ANY)};
     if (bind(sv->lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(sv->lfd, 4096) != 0) {
-        fc_result_t rc = FC_ERR(FC_ERR_SYSTEM, "binding the rendezvous to port %d failed: %m",
-                                port);
+        /* a taken port is routine for a caller with candidates (rank 0 under
+         * plain srun tries several): it reports when all of them fail */
+        fc_result_t rc = port != 0 && errno == EADDRINUSE
+                             ? FC_ERR_QUIET(FC_ERR_SYSTEM,
+                                            "binding the rendezvous to port %d failed: %m", port)
+                             : FC_ERR(FC_ERR_SYSTEM,
+                                      "binding the rendezvous to port %d failed: %m", port);
         close(sv->lfd);
         free(sv);
         return rc;
