@@ -342,9 +342,30 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     r->s.coll_name = is_send ? "send" : "recv";
     r->s.algo_name = "p2p";
+    fc_result_t rrc = comm_memory_route(comm, is_send ? buf : NULL, is_send ? NULL : buf, r);
+    if (rrc != FC_SUCCESS) {
+        comm_request_free(r);
+        return rrc;
+    }
     /* a zero-count message still travels, so the order is kept */
-    int st = is_send ? sched_send(&r->s, peer, 0, sbuf(R_SEND, 0), count * es)
-                     : sched_recv(&r->s, peer, 0, sbuf(R_RECV, 0), count * es);
+    size_t bytes = count * es;
+    int st;
+    if (is_send) {
+        st = sched_send(&r->s, peer, 0, sbuf(R_SEND, 0), bytes);
+    } else if (!r->tp && bytes > 0 && bytes <= comm->chunk && bytes <= ((size_t)1 << 20)) {
+        /* a message longer than expected must be an error, not a truncation
+         * (which some providers cannot recover from): small messages land in
+         * scratch with room to spare, then are copied out */
+        size_t room = 2 * bytes + 4096;
+        size_t off = sched_scratch(&r->s, room);
+        st = sched_recv(&r->s, peer, 0, sbuf(R_SCRATCH, off), bytes);
+        if (st >= 0)
+            r->s.steps[st].post_len = room;
+        int cp = sched_copy(&r->s, sbuf(R_RECV, 0), sbuf(R_SCRATCH, off), bytes);
+        sched_dep(&r->s, cp, st, 0);
+    } else {
+        st = sched_recv(&r->s, peer, 0, sbuf(R_RECV, 0), bytes);
+    }
     if (st >= 0 && count == 0)
         r->s.steps[st].zmsg = 1;
     /* receives are directed (FI_DIRECTED_RECV), so the sequence per pair is

@@ -108,7 +108,7 @@ fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf
         .tp = r->tp ? r->tp : c->sh->tp,
         .peer_map = c->peers,
         .tag_base = tagbase,
-        .chunk_bytes = r->chunk ? r->chunk : c->chunk,
+        .chunk_bytes = c->chunk,
         .window = c->window,
         .delivery = r->delivery,
     };

@@ -85,7 +85,6 @@ struct fc_request {
     int p2p;                   /* failures of p2p mismatches leave the comm usable */
     int delivery;              /* sends complete when delivered */
     struct transport *tp;      /* NULL: the family's */
-    size_t chunk;              /* 0: the communicator's */
     /* stream-ordered operations (fc_*_stream) */
     void *stream;              /* the caller's CUDA stream */
     struct gpu_event *ready;   /* recorded on it: the work before us is done */

@@ -51,7 +51,9 @@ fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void
     pthread_mutex_lock(&sh->lock);
     if (!sh->gpu) {
         int hmem = prov_hmem(sh->ep);
-        size_t chunk = c->cfg.chunk_size ? c->cfg.chunk_size : hmem ? (4u << 20) : (1u << 20);
+        /* the communicator's chunk, whatever the memory: both ends of a
+         * message must cut it alike, and a peer's buffer may be host memory */
+        size_t chunk = c->chunk;
         rc = gpu_tp_create(sh->tp, dev, hmem, chunk, &sh->gpu);
         if (rc == FC_SUCCESS) {
             sh->ptp = gpu_tp_transport(sh->gpu);
@@ -75,7 +77,6 @@ fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void
         return rc;
     c->gpu_device = dev;
     r->tp = gpu_tp_transport(sh->gpu);
-    r->chunk = gpu_tp_chunk(sh->gpu);
     return FC_SUCCESS;
 }
 

@@ -519,10 +519,6 @@ int gpu_tp_device(const struct gpu_tp *g)
     return g->device;
 }
 
-size_t gpu_tp_chunk(const struct gpu_tp *g)
-{
-    return g->bounce_size;
-}
 
 void gpu_tp_destroy(struct gpu_tp *g)
 {

@@ -16,8 +16,6 @@ fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t 
                           struct gpu_tp **out);
 struct transport *gpu_tp_transport(struct gpu_tp *g);
 int gpu_tp_device(const struct gpu_tp *g);
-/* The chunk size device collectives must use (the bounce buffers' size). */
-size_t gpu_tp_chunk(const struct gpu_tp *g);
 /* After the inner transport has stopped (no callback can come). */
 void gpu_tp_destroy(struct gpu_tp *g);
 

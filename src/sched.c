@@ -454,7 +454,8 @@ static void try_issue(struct sched *s, uint32_t i)
             rc = tp->ops->send(tp, x->peer, x->tag, x->buf, x->len, x);
         } else {
             x->buf = ptr_of(s, st->dst, off);
-            rc = tp->ops->recv(tp, x->peer, x->tag, x->buf, x->len, x);
+            size_t plen = st->nchunks == 1 && st->post_len > x->len ? st->post_len : x->len;
+            rc = tp->ops->recv(tp, x->peer, x->tag, x->buf, plen, x);
         }
         if (rc == FC_AGAIN) {
             xfer_put(s, x);

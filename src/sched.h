@@ -70,6 +70,9 @@ struct sched_step {
     uint8_t zmsg;       /* SEND/RECV of a zero-byte message (a signal) */
     struct sched_buf dst, a, b;
     size_t len;         /* bytes */
+    size_t post_len;    /* RECV of one chunk: post this many bytes (>= len), so a
+                           longer message is caught as a mismatch rather than
+                           truncated by the fabric */
     int peer;           /* communicator rank (SEND/RECV) */
     uint32_t tag;       /* step tag (SEND/RECV), <= TAG_STEP_MAX */
     uint32_t pred_first, npred, succ_first, nsucc;
