@@ -70,6 +70,7 @@ all_tests=(
     "nonblocking|job|1|"
     "split|job|1|"
     "api_program|job|1|"
+    "gpu_collectives|job|1|"
     "bad_args|job|1|"
     "timeout|job|2|FC_TIMEOUT=2"
     "peer_exit|job|2|FC_TIMEOUT=3"

@@ -18,6 +18,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "../functional/gpu_util.h"
+
 static const char usage[] =
     "Usage: fc_run -n N fc_perf [options]\n"
     "\n"
@@ -42,6 +44,8 @@ static const char usage[] =
     "  -r, --root R          root of bcast and reduce (default 0)\n"
     "  -a, --algo NAME       force an algorithm (sets FC_ALGO=coll:NAME)\n"
     "  -I, --inplace         run in place\n"
+    "  -D, --device KIND     host (default) or cuda: buffers in GPU memory (GPU\n"
+    "                        local_rank % count), through the staged or gdr path\n"
     "  -c, --check           check every result against closed-form values\n"
     "                        (#wrong column; exit 1 if any is wrong)\n"
     "      --csv             comma-separated output\n"
@@ -181,7 +185,7 @@ static double reduced(fc_op_t op, int n, size_t i)
 struct opts {
     size_t minb, maxb, stepb;
     double factor;
-    int iters, warmup, root, inplace, check, csv, json;
+    int iters, warmup, root, inplace, check, csv, json, cuda;
     fc_datatype_t dt;
     fc_op_t op;
     int colls[NCOLL], ncolls;
@@ -211,8 +215,37 @@ static fc_result_t run_once(enum coll c, void *sb, void *rb, size_t count, const
     (void)n;
 }
 
-/* Fills inputs, runs once, counts wrong elements on this rank. */
+/* Fills inputs, runs once, counts wrong elements on this rank. With
+ * device buffers the inputs are written on the host and copied in, and the
+ * results copied out, around the same call. */
+static char *hsb, *hrb; /* host shadows of the device buffers */
+static size_t hbytes;
+
+static long check_host(enum coll c, char *sb, char *rb, size_t count, const struct opts *o,
+                       fc_comm_t comm, int rank, int n);
+
 static long check_once(enum coll c, char *sb, char *rb, size_t count, const struct opts *o,
+                       fc_comm_t comm, int rank, int n)
+{
+    if (!o->cuda)
+        return check_host(c, sb, rb, count, o, comm, rank, n);
+    /* run on the host shadows to fill inputs and compute the check, with
+     * the collective itself on the device: fill, copy in, run, copy out */
+    struct opts ho = *o;
+    ho.cuda = 0;
+    ho.check = 2; /* fill only */
+    check_host(c, hsb, hrb, count, &ho, comm, rank, n);
+    gu_to_device(sb, hsb, hbytes);
+    gu_to_device(rb, hrb, hbytes);
+    if (run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
+        return (long)count + 1;
+    gu_to_host(hsb, sb, hbytes);
+    gu_to_host(hrb, rb, hbytes);
+    ho.check = 3; /* verify only */
+    return check_host(c, hsb, hrb, count, &ho, comm, rank, n);
+}
+
+static long check_host(enum coll c, char *sb, char *rb, size_t count, const struct opts *o,
                        fc_comm_t comm, int rank, int n)
 {
     size_t es = fc_datatype_size(o->dt);
@@ -226,10 +259,13 @@ static long check_once(enum coll c, char *sb, char *rb, size_t count, const stru
     char *src = sb;
     if (o->inplace)
         src = (c == ALLGATHER) ? rb + (size_t)rank * count * es : (c == REDUCE_SCATTER ? sb : rb);
-    for (size_t i = 0; i < ns; i++)
-        store(src, i, o->dt, c == ALLTOALL ? (double)((rank * 7 + (int)i) % 100)
-                                           : input(c == BCAST ? o->root : rank, i));
-    if (run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
+    if (o->check != 3)
+        for (size_t i = 0; i < ns; i++)
+            store(src, i, o->dt, c == ALLTOALL ? (double)((rank * 7 + (int)i) % 100)
+                                               : input(c == BCAST ? o->root : rank, i));
+    if (o->check == 2)
+        return 0;
+    if (o->check != 3 && run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
         return (long)nr + 1;
     const char *res = rb;
     if (c == REDUCE_SCATTER && o->inplace)
@@ -298,10 +334,11 @@ int main(int argc, char **argv)
         {"op", required_argument, NULL, 'o'},        {"root", required_argument, NULL, 'r'},
         {"algo", required_argument, NULL, 'a'},      {"inplace", no_argument, NULL, 'I'},
         {"check", no_argument, NULL, 'c'},           {"csv", no_argument, NULL, 1},
+        {"device", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 2},              {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:Ich", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:h", lo, NULL)) != -1) {
         switch (ch) {
         case 'C': collist = optarg; break;
         case 'b':
@@ -332,6 +369,12 @@ int main(int argc, char **argv)
         case 'a': algo = optarg; break;
         case 'I': o.inplace = 1; break;
         case 'c': o.check = 1; break;
+        case 'D':
+            if (!strcasecmp(optarg, "cuda"))
+                o.cuda = 1;
+            else if (strcasecmp(optarg, "host"))
+                goto bad;
+            break;
         case 1: o.csv = 1; break;
         case 2: o.json = 1; break;
         case 'h': fputs(usage, stdout); return 0;
@@ -383,21 +426,44 @@ int main(int argc, char **argv)
     fc_comm_query(comm, &attr);
     size_t es = fc_datatype_size(o.dt);
     size_t bufb = o.maxb + 4096;
-    char *sb = aligned_alloc(4096, bufb), *rb = aligned_alloc(4096, bufb);
+    char *sb, *rb;
+    if (o.cuda) {
+        const char *why;
+        if (gu_init(attr.local_rank, &why) != 0) {
+            fprintf(stderr, "fc_perf: -D cuda: %s\n", why);
+            return 1;
+        }
+        sb = gu_alloc(bufb);
+        rb = gu_alloc(bufb);
+        hsb = malloc(bufb);
+        hrb = malloc(bufb);
+        hbytes = bufb;
+        if (sb && rb) {
+            gu_memset(sb, 1, bufb);
+            gu_memset(rb, 0, bufb);
+        }
+    } else {
+        sb = aligned_alloc(4096, bufb);
+        rb = aligned_alloc(4096, bufb);
+        if (sb && rb) {
+            memset(sb, 1, bufb);
+            memset(rb, 0, bufb);
+        }
+    }
     if (!sb || !rb) {
-        fprintf(stderr, "fc_perf: cannot allocate 2 x %zu bytes\n", bufb);
+        fprintf(stderr, "fc_perf: cannot allocate 2 x %zu bytes%s\n", bufb,
+                o.cuda ? " of GPU memory" : "");
         return 1;
     }
-    memset(sb, 1, bufb);
-    memset(rb, 0, bufb);
     double *times = malloc(sizeof(double) * (size_t)o.iters);
     static const char *tiers[] = {"shm", "net", "rdma", "gdr"};
     long total_wrong = 0;
     if (rank == 0 && !o.csv && !o.json)
-        printf("# fc_perf: %d ranks on %d node(s), provider %s (tier %s), %s %s%s, %d "
-               "iterations after %d warm-up, median of the slowest rank per iteration\n",
+        printf("# fc_perf: %d ranks on %d node(s), provider %s (tier %s), %s %s%s, %s buffers%s, "
+               "%d iterations after %d warm-up, median of the slowest rank per iteration\n",
                n, attr.nnodes, attr.provider, tiers[attr.tier & 3], dt_names[o.dt],
-               op_names[o.op], o.inplace ? ", in place" : "", o.iters, o.warmup);
+               op_names[o.op], o.inplace ? ", in place" : "", o.cuda ? "GPU" : "host",
+               o.cuda ? (attr.hmem ? " (direct, gdr)" : " (staged)") : "", o.iters, o.warmup);
     if (rank == 0 && o.csv)
         printf("collective,ranks,provider,size,count,type,op,root,time_us,min_us,avg_us,"
                "algbw_GBps,busbw_GBps,wrong\n");
@@ -487,8 +553,15 @@ int main(int argc, char **argv)
         }
     }
     free(times);
-    free(sb);
-    free(rb);
+    if (o.cuda) {
+        gu_free(sb);
+        gu_free(rb);
+        free(hsb);
+        free(hrb);
+    } else {
+        free(sb);
+        free(rb);
+    }
     fc_comm_destroy(comm);
     if (o.check && rank == 0 && !o.csv && !o.json)
         printf("# %s\n", total_wrong ? "WRONG RESULTS" : "all results correct");

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Every collective with CUDA device buffers (each rank on GPU local_rank %
+ * count): all datatypes and ops, in place and out of place; host send with
+ * device receive and the reverse; managed memory; point to point; the
+ * stream-ordered twins, several in flight on one stream between copies
+ * queued on it. Not run (77) where there is no GPU.
+ */
+#include <string.h>
+
+#include "common.h"
+#include "gpu_util.h"
+
+static struct ft t;
+static char *h_in, *h_out, *h_exp;
+static void *d_a, *d_b;
+
+/* in: host input of ns elements; runs kind on device copies; out: host */
+enum kind { AR, BC, RD, AG, RS, A2A };
+static const char *kname[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
+                              "alltoall"};
+
+static size_t nsend(enum kind k, size_t n)
+{
+    return (k == RS || k == A2A) ? n * (size_t)t.size : n;
+}
+
+static size_t nrecv(enum kind k, size_t n)
+{
+    return (k == AG || k == A2A) ? n * (size_t)t.size : n;
+}
+
+static fc_result_t call(enum kind k, void *s, void *r, size_t n, fc_datatype_t dt, fc_op_t op,
+                        int root, void *stream)
+{
+    switch (k) {
+    case AR: return stream ? fc_allreduce_stream(s, r, n, dt, op, t.comm, stream)
+                           : fc_allreduce(s, r, n, dt, op, t.comm);
+    case BC: return stream ? fc_broadcast_stream(s, r, n, dt, root, t.comm, stream)
+                           : fc_broadcast(s, r, n, dt, root, t.comm);
+    case RD: return stream ? fc_reduce_stream(s, r, n, dt, op, root, t.comm, stream)
+                           : fc_reduce(s, r, n, dt, op, root, t.comm);
+    case AG: return stream ? fc_allgather_stream(s, r, n, dt, t.comm, stream)
+                           : fc_allgather(s, r, n, dt, t.comm);
+    case RS: return stream ? fc_reduce_scatter_stream(s, r, n, dt, op, t.comm, stream)
+                           : fc_reduce_scatter(s, r, n, dt, op, t.comm);
+    default: return fc_alltoall(s, r, n, dt, t.comm);
+    }
+}
+
+/* Host input and expected output of rank t.rank for kind. */
+static void prepare(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int root)
+{
+    size_t ns = nsend(k, n);
+    for (size_t i = 0; i < ns; i++) {
+        double v = k == A2A ? (double)((t.rank * 31 + (int)(i / (n ? n : 1)) * 7 + (int)(i % 13)) % 100)
+                 : k == BC || k == AG ? ft_input(FC_MIN, dt, k == BC ? root : t.rank, i)
+                                      : ft_input(op, dt, t.rank, i);
+        ft_store(h_in, i, dt, v);
+    }
+    size_t nr = nrecv(k, n);
+    for (size_t i = 0; i < nr; i++) {
+        switch (k) {
+        case AR:
+        case RD: ft_expected(h_exp, i, op, dt, t.size); break;
+        case RS: break; /* below */
+        case BC: ft_store(h_exp, i, dt, ft_input(FC_MIN, dt, root, i)); break;
+        case AG: ft_store(h_exp, i, dt, ft_input(FC_MIN, dt, (int)(i / n), i % n)); break;
+        case A2A: {
+            size_t j = i / n, e = i % n;
+            ft_store(h_exp, i, dt,
+                     (double)(((int)j * 31 + t.rank * 7 + (int)(((size_t)t.rank * n + e) % 13)) % 100));
+            break;
+        }
+        }
+    }
+    if (k == RS) {
+        /* element i of block rank: the reduction at global index rank*n+i */
+        char *full = malloc(nsend(k, n) * 8 + 8);
+        for (size_t i = 0; i < n; i++)
+            ft_expected(full, (size_t)t.rank * n + i, op, dt, t.size);
+        memcpy(h_exp, full + (size_t)t.rank * n * fc_datatype_size(dt), n * fc_datatype_size(dt));
+        free(full);
+    }
+}
+
+static void verify(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int root, int ip,
+                   const char *how)
+{
+    if (k == RD && t.rank != root)
+        return;
+    size_t nr = nrecv(k, n);
+    for (size_t i = 0; i < nr; i++)
+        if (!ft_same(h_out, h_exp, i, dt)) {
+            ft_fail(&t, __FILE__, __LINE__,
+                    "%s %s %s count %zu root %d in_place %d (%s): element %zu is %g, expected %g",
+                    kname[k], ft_dt_name(dt), ft_op_name(op), n, root, ip, how, i,
+                    ft_load(h_out, i, dt), ft_load(h_exp, i, dt));
+            return;
+        }
+}
+
+/* One device-buffer run of kind; ip: in place. */
+static void run_device(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int root, int ip)
+{
+    size_t es = fc_datatype_size(dt), ns = nsend(k, n), nr = nrecv(k, n);
+    prepare(k, n, dt, op, root);
+    void *s = d_a, *r = d_b;
+    gu_memset(d_b, 0x7b, nr * es);
+    if (ip) {
+        if (k == AG) {
+            s = (char *)d_b + (size_t)t.rank * n * es;
+            gu_to_device(s, h_in, n * es);
+        } else if (k == RS) {
+            gu_to_device(d_a, h_in, ns * es);
+            r = (char *)d_a + (size_t)t.rank * n * es;
+        } else {
+            gu_to_device(d_b, h_in, ns * es);
+            s = d_b;
+        }
+    } else {
+        gu_to_device(d_a, h_in, ns * es);
+    }
+    fc_result_t rc = call(k, s, r, n, dt, op, root, NULL);
+    FT_CHECK(&t, rc == FC_SUCCESS, "%s %s %s count %zu (device): %s", kname[k], ft_dt_name(dt),
+             ft_op_name(op), n, fc_last_error());
+    gu_to_host(h_out, r, nr * es);
+    verify(k, n, dt, op, root, ip, "device buffers");
+}
+
+int main(void)
+{
+    ft_init(&t, "gpu_collectives");
+    fc_comm_attr_t attr;
+    FT_OK(&t, fc_comm_query(t.comm, &attr));
+    const char *why = NULL;
+    if (gu_init(attr.local_rank, &why) != 0) {
+        if (t.rank == 0)
+            printf("gpu_collectives: not run: %s\n", why);
+        fc_comm_destroy(t.comm);
+        return FT_SKIP;
+    }
+    if (t.rank == 0)
+        printf("gpu_collectives: %d ranks, %d GPU(s) here, provider %s, device buffers %s\n",
+               t.size, gu_device_count(), attr.provider,
+               attr.hmem ? "go to the fabric directly (gdr tier)" : "are staged through host memory");
+    const size_t maxc = 100003, maxb = maxc * 8 * (size_t)t.size + 64;
+    h_in = malloc(maxb);
+    h_out = malloc(maxb);
+    h_exp = malloc(maxb);
+    d_a = gu_alloc(maxb);
+    d_b = gu_alloc(maxb);
+    if (!d_a || !d_b) {
+        ft_fail(&t, __FILE__, __LINE__, "cannot allocate device memory");
+        return ft_finish(&t);
+    }
+    const size_t counts[] = {0, 1, 7 * (size_t)t.size + 3, 100003};
+    for (int k = AR; k <= A2A; k++)
+        for (int d = 0; d < 10; d++)
+            for (int o = 0; o < 5; o++) {
+                int reduction = k == AR || k == RD || k == RS;
+                if (!reduction && o > 0)
+                    break;
+                for (int ci = 0; ci < 4; ci++) {
+                    size_t n = counts[ci];
+                    if ((k == AG || k == RS || k == A2A) && n > 20011)
+                        n = 20011;
+                    /* the large count for a sample of types only */
+                    if (ci == 3 && !(d == 8 || d == 6 || d == 2))
+                        continue;
+                    int root = (d + o + ci) % t.size;
+                    for (int ip = 0; ip < 2; ip++) {
+                        if (k == A2A && ip)
+                            continue; /* alltoall in place: covered on the host path */
+                        run_device((enum kind)k, n, ft_dtypes[d], ft_ops[o], root, ip);
+                    }
+                }
+            }
+
+    /* mixed: host send, device receive, and the reverse; managed memory */
+    size_t n = 4099;
+    for (int mix = 0; mix < 3; mix++) {
+        prepare(AR, n, FC_FLOAT32, FC_SUM, 0);
+        void *s, *r;
+        void *m = NULL;
+        if (mix == 0) {
+            s = h_in;
+            r = d_b;
+        } else if (mix == 1) {
+            gu_to_device(d_a, h_in, n * 4);
+            s = d_a;
+            r = h_out;
+        } else {
+            m = gu_alloc_managed(n * 4);
+            memcpy(m, h_in, n * 4); /* managed: the host may write it */
+            s = m;
+            r = m;
+        }
+        FT_OK(&t, fc_allreduce(s, r, n, FC_FLOAT32, FC_SUM, t.comm));
+        if (r == d_b)
+            gu_to_host(h_out, d_b, n * 4);
+        else if (r == m) {
+            gu_sync();
+            memcpy(h_out, m, n * 4);
+        }
+        static const char *mixes[] = {"host send, device receive", "device send, host receive",
+                                      "managed memory"};
+        verify(AR, n, FC_FLOAT32, FC_SUM, 0, 0, mixes[mix]);
+        gu_free(m);
+    }
+
+    /* point to point with device buffers */
+    if (t.size > 1 && t.rank < 2) {
+        float v[300];
+        for (int i = 0; i < 300; i++)
+            v[i] = (float)(i * 3);
+        if (t.rank == 0) {
+            gu_to_device(d_a, v, sizeof(v));
+            FT_OK(&t, fc_send(d_a, 300, FC_FLOAT32, 1, t.comm));
+        } else {
+            gu_memset(d_b, 0, sizeof(v));
+            FT_OK(&t, fc_recv(d_b, 300, FC_FLOAT32, 0, t.comm));
+            float w[300];
+            gu_to_host(w, d_b, sizeof(w));
+            for (int i = 0; i < 300; i++)
+                if (w[i] != v[i]) {
+                    ft_fail(&t, __FILE__, __LINE__, "device recv[%d] = %g", i, w[i]);
+                    break;
+                }
+        }
+    }
+
+    /* stream-ordered: input copied in on the stream, three allreduces and
+     * the other twins queued behind it, results copied out on it */
+    void *st = gu_stream_create();
+    n = 50001;
+    prepare(AR, n, FC_FLOAT32, FC_SUM, 0);
+    for (int rep = 0; rep < 3; rep++) {
+        gu_copy_async(d_a, h_in, n * 4, st);
+        FT_OK(&t, fc_allreduce_stream(d_a, d_b, n, FC_FLOAT32, FC_SUM, t.comm, st));
+        gu_copy_async(h_out, d_b, n * 4, st);
+        gu_stream_sync(st);
+        verify(AR, n, FC_FLOAT32, FC_SUM, 0, 0, "stream-ordered allreduce");
+    }
+    for (int k = BC; k <= RS; k++) {
+        size_t nn = 777;
+        int root = t.size - 1;
+        prepare((enum kind)k, nn, FC_INT32, FC_MAX, root);
+        gu_copy_async(d_a, h_in, nsend((enum kind)k, nn) * 4, st);
+        FT_OK(&t, call((enum kind)k, d_a, d_b, nn, FC_INT32, FC_MAX, root, st));
+        gu_copy_async(h_out, d_b, nrecv((enum kind)k, nn) * 4, st);
+        gu_stream_sync(st);
+        verify((enum kind)k, nn, FC_INT32, FC_MAX, root, 0, "stream-ordered");
+    }
+    /* host buffers on a stream: refused */
+    fc_result_t rc = fc_allreduce_stream(h_in, h_out, 10, FC_FLOAT32, FC_SUM, t.comm, st);
+    FT_CHECK(&t, rc == FC_ERR_INVALID_ARGUMENT, "stream call on host buffers gave %s",
+             fc_strerror(rc));
+    FT_OK(&t, fc_comm_query(t.comm, &attr));
+    gu_stream_destroy(st);
+    gu_free(d_a);
+    gu_free(d_b);
+    free(h_in);
+    free(h_out);
+    free(h_exp);
+    return ft_finish(&t);
+}
