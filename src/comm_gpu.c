@@ -172,7 +172,7 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
         rc = gpu_event_record_raw(r->ready, stream);
     pthread_mutex_lock(&sh->lock);
     if (rc == FC_SUCCESS && !sh->flag) {
-        sh->flag = gpu_host_alloc(64);
+        sh->flag = gpu_host_alloc(dev, 64);
         sh->flag_fin = calloc(FLAG_RING, 1);
         if (!sh->flag || !sh->flag_fin)
             rc = FC_ERR(FC_ERR_NO_MEMORY, "no pinned memory for stream ordering");
@@ -208,5 +208,5 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     pthread_cond_signal(&sh->cond);
     pthread_mutex_unlock(&sh->lock);
     /* later work on the stream waits for this operation */
-    return gpu_stream_wait_flag(stream, sh->flag, v);
+    return gpu_stream_wait_flag(dev, stream, sh->flag, v);
 }

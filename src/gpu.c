@@ -446,7 +446,9 @@ fc_result_t gpu_event_record_raw(gpu_event_t *e, void *stream)
 
 int gpu_event_done(gpu_event_t *e)
 {
+    cu.cuCtxPushCurrent_v2(cu.ctx[e->device]);
     CUresult r = cu.cuEventQuery(e->e);
+    ctx_pop();
     if (r == CUDA_SUCCESS)
         return 1;
     if (r == CUDA_ERROR_NOT_READY)
@@ -486,12 +488,12 @@ fc_result_t gpu_stream_sync(gpu_stream_t *s)
     return FC_SUCCESS;
 }
 
-void *gpu_host_alloc(size_t len)
+void *gpu_host_alloc(int device, size_t len)
 {
-    if (device_init(0) != FC_SUCCESS)
+    if (device_init(device) != FC_SUCCESS)
         return NULL;
     void *p = NULL;
-    cu.cuCtxPushCurrent_v2(cu.ctx[0]);
+    cu.cuCtxPushCurrent_v2(cu.ctx[device]);
     CUresult r = cu.cuMemHostAlloc(&p, len ? len : 1,
                                    CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
     CUcontext old;
@@ -585,10 +587,15 @@ static void CUDA_CB host_wait(void *arg)
     free(w);
 }
 
-fc_result_t gpu_stream_wait_flag(void *stream, volatile uint32_t *flag, uint32_t value)
+fc_result_t gpu_stream_wait_flag(int device, void *stream, volatile uint32_t *flag,
+                                 uint32_t value)
 {
+    fc_result_t rc = ctx_push(device);
+    if (rc != FC_SUCCESS)
+        return rc;
     CUresult r = cu.cuStreamWaitValue32_v2((CUstream)stream, (CUdeviceptr)(uintptr_t)flag, value,
                                            CU_STREAM_WAIT_VALUE_GEQ);
+    ctx_pop();
     if (r == CUDA_SUCCESS)
         return FC_SUCCESS;
     /* no stream memory operations: a host function that waits */
@@ -597,7 +604,9 @@ fc_result_t gpu_stream_wait_flag(void *stream, volatile uint32_t *flag, uint32_t
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     w->flag = flag;
     w->value = value;
+    ctx_push(device);
     r = cu.cuLaunchHostFunc((CUstream)stream, host_wait, w);
+    ctx_pop();
     if (r != CUDA_SUCCESS) {
         free(w);
         return FC_ERR(FC_ERR_CUDA, "making the caller's stream wait failed: %s", cu_err(r));
@@ -654,13 +663,13 @@ int gpu_event_done(gpu_event_t *e) { (void)e; return -1; }
 fc_result_t gpu_stream_wait_event_raw(void *s, gpu_event_t *e) { (void)s; (void)e; NOCUDA; }
 fc_result_t gpu_stream_sync(gpu_stream_t *s) { (void)s; NOCUDA; }
 void *gpu_stream_raw(gpu_stream_t *s) { (void)s; return NULL; }
-void *gpu_host_alloc(size_t l) { (void)l; return NULL; }
+void *gpu_host_alloc(int d, size_t l) { (void)d; (void)l; return NULL; }
 void gpu_host_free(void *p) { (void)p; }
 void *gpu_dev_alloc(int d, size_t l) { (void)d; (void)l; return NULL; }
 void gpu_dev_free(int d, void *p) { (void)d; (void)p; }
 fc_result_t gpu_memset(void *d, int b, size_t l) { (void)d; (void)b; (void)l; NOCUDA; }
 fc_result_t gpu_copy_sync(void *d, const void *s, size_t l) { (void)d; (void)s; (void)l; NOCUDA; }
-fc_result_t gpu_stream_wait_flag(void *s, volatile uint32_t *f, uint32_t v)
-{ (void)s; (void)f; (void)v; NOCUDA; }
+fc_result_t gpu_stream_wait_flag(int d, void *s, volatile uint32_t *f, uint32_t v)
+{ (void)d; (void)s; (void)f; (void)v; NOCUDA; }
 void gpu_pci_id(int d, char *b, size_t l) { (void)d; snprintf(b, l, "-"); }
 #endif

@@ -64,7 +64,7 @@ fc_result_t gpu_stream_sync(gpu_stream_t *s);
 void *gpu_stream_raw(gpu_stream_t *s);
 
 /* Memory. Pinned host memory is portable (usable from every context). */
-void *gpu_host_alloc(size_t len);
+void *gpu_host_alloc(int device, size_t len);
 void gpu_host_free(void *p);
 void *gpu_dev_alloc(int device, size_t len);
 void gpu_dev_free(int device, void *p);
@@ -73,7 +73,8 @@ fc_result_t gpu_copy_sync(void *dst, const void *src, size_t len);
 
 /* Stream-ordered waiting: makes cuda_stream wait until *flag >= value,
  * where flag is pinned host memory (gpu_host_alloc) written by the host. */
-fc_result_t gpu_stream_wait_flag(void *cuda_stream, volatile uint32_t *flag, uint32_t value);
+fc_result_t gpu_stream_wait_flag(int device, void *cuda_stream, volatile uint32_t *flag,
+                                 uint32_t value);
 
 /* The device's PCI bus id, for logs. */
 void gpu_pci_id(int device, char *buf, size_t len);

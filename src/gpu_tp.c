@@ -100,7 +100,7 @@ static void *bounce_get(struct gpu_tp *g)
 {
     if (g->nbounce > 0)
         return g->bounces[--g->nbounce];
-    return gpu_host_alloc(g->bounce_size);
+    return gpu_host_alloc(g->device, g->bounce_size);
 }
 
 static void bounce_put(struct gpu_tp *g, void *b)

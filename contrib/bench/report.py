@@ -36,11 +36,51 @@ def human(b):
     return f"{b:g} TiB"
 
 
+HOST_PAIRS = [("fabcoll-shm", "ompi-vader"), ("fabcoll-tcp", "ompi-tcp"), ("fabcoll-tcp", "ompi-ofi-tcp")]
+GPU_PAIRS = [("fabcoll-staged-shm", "nccl-socket"), ("fabcoll-staged-tcp", "nccl-socket"),
+             ("fabcoll-gdr-shm", "nccl-nvlink")]
+
+
+def gpu_targets(data, bw, human):
+    v = []
+
+    def ratio_check(a, b, sizes, factor, what, coll="allreduce"):
+        have = [s for s in sizes if bw(coll, a, s) and bw(coll, b, s)]
+        if not have:
+            return
+        miss = [(s, bw(coll, a, s) / bw(coll, b, s)) for s in have if bw(coll, a, s) < factor * bw(coll, b, s)]
+        worst = min(bw(coll, a, s) / bw(coll, b, s) for s in have)
+        v.append((not miss, f"{what}: " + ("yes" if not miss else "missed at " +
+                 ", ".join(f"{human(s)} ({r:.2f}x)" for s, r in miss)) + f" (worst {worst:.2f}x)"))
+
+    sizes = sorted({s for c in data for (k, s) in data[c] if k == "allreduce"})
+    ratio_check("fabcoll-staged-shm", "nccl-socket", [s for s in sizes if s >= 32 << 20], 1.5,
+                "staged shm allreduce >= 1.5x NCCL's socket path from 32 MiB")
+    low = [bw("allreduce", "fabcoll-staged-shm", s) for s in sizes if s >= 32 << 20 and bw("allreduce", "fabcoll-staged-shm", s)]
+    if low:
+        v.append((min(low) >= 5.2, f"staged shm allreduce >= 5.2 GB/s from 32 MiB: min {min(low):.2f} GB/s"))
+    ratio_check("fabcoll-staged-shm", "nccl-socket", [s for s in sizes if s >= 1 << 20], 1.0,
+                "staged shm allreduce ahead of NCCL's socket path from 1 MiB")
+    ratio_check("fabcoll-staged-tcp", "nccl-socket", [s for s in sizes if s >= 1 << 20], 1.2,
+                "staged tcp allreduce >= 1.2x NCCL's socket path from 1 MiB")
+    for c in ("fabcoll-staged-shm", "fabcoll-staged-tcp", "fabcoll-gdr-shm"):
+        t = data.get(c, {}).get(("allreduce", 8), (None,))[0]
+        if t:
+            v.append((t <= 24.0, f"8-byte allreduce, {c}: {t:.1f} us (<= 24 us)"))
+    for coll, goal in (("allreduce", 100.0), ("bcast", 150.0)):
+        b = bw(coll, "fabcoll-gdr-shm", 256 << 20)
+        if b:
+            v.append((b >= goal, f"gdr shm {coll} busbw at 256 MiB >= {goal:.0f} GB/s: {b:.1f} GB/s"))
+    return v
+
+
 def main():
-    out, cfgs = sys.argv[1], sys.argv[2:]
+    gpu = len(sys.argv) > 1 and sys.argv[1] == "--gpu"
+    args = sys.argv[2:] if gpu else sys.argv[1:]
+    out, cfgs = args[0], args[1:]
     data = {c: load(os.path.join(out, c + ".csv")) for c in cfgs if os.path.exists(os.path.join(out, c + ".csv"))}
     cfgs = [c for c in cfgs if data.get(c)]
-    pairs = [("fabcoll-shm", "ompi-vader"), ("fabcoll-tcp", "ompi-tcp"), ("fabcoll-tcp", "ompi-ofi-tcp")]
+    pairs = [(a, b) for a, b in (GPU_PAIRS if gpu else HOST_PAIRS) if a in cfgs and b in cfgs]
     verdicts = []
     for coll in ("allreduce", "bcast"):
         sizes = sorted({s for c in cfgs for (k, s) in data[c] if k == coll})
@@ -48,8 +88,8 @@ def main():
             continue
         n = next(v[1] for c in cfgs for k, v in data[c].items() if k[0] == coll)
         print(f"\n{coll}: busbw in GB/s (nccl-tests definition), {n} ranks; ratio = fabcoll / MPI")
-        head = f"{'size':>10} " + " ".join(f"{c:>13}" for c in cfgs) + " " + \
-            " ".join(f"{a.split('-')[1] + '/' + b.split('-', 1)[1]:>13}" for a, b in pairs)
+        head = f"{'size':>10} " + " ".join(f"{c[-13:]:>13}" for c in cfgs) + " " + \
+            " ".join(f"{(a.split('-')[-1] + '/' + b.split('-', 1)[1])[-13:]:>13}" for a, b in pairs)
         print(head)
         for s in sizes:
             vals = {c: busbw(coll, s, data[c][(coll, s)][0], n) if (coll, s) in data[c] else None for c in cfgs}
@@ -66,6 +106,8 @@ def main():
             return busbw(coll, s, data[c][(coll, s)][0], n) if c in data and (coll, s) in data[c] else None
 
         big = [s for s in sizes if s >= 256 * 1024]
+        if gpu:
+            continue
         if coll == "allreduce":
             s32 = 32 << 20
             v = bw("fabcoll-shm", s32)
@@ -83,20 +125,30 @@ def main():
                 verdicts.append((not miss, f"{coll}: {what} at every size from 256 KiB: "
                                  + ("yes" if not miss else "missed at " + ", ".join(f"{human(s)} ({r:.2f}x)" for s, r in miss))
                                  + f" (worst ratio {worst:.2f}x)"))
+    def bw_any(coll, c, s):
+        if c in data and (coll, s) in data[c]:
+            t, n = data[c][(coll, s)]
+            return busbw(coll, s, t, n)
+        return None
+
+    if gpu:
+        verdicts += gpu_targets(data, bw_any, human)
     lat = {c: data[c].get(("allreduce", 8), (None,))[0] for c in cfgs}
     print("\n8-byte allreduce, median us: " + ", ".join(f"{c} {v:.2f}" for c, v in lat.items() if v))
-    if lat.get("fabcoll-shm"):
+    if not gpu and lat.get("fabcoll-shm"):
         verdicts.append((lat["fabcoll-shm"] <= 3.0, f"8-byte allreduce on shm <= 3 us: {lat['fabcoll-shm']:.2f} us"))
-    if lat.get("fabcoll-tcp") and lat.get("ompi-ofi-tcp"):
+    if not gpu and lat.get("fabcoll-tcp") and lat.get("ompi-ofi-tcp"):
         r = lat["fabcoll-tcp"] / lat["ompi-ofi-tcp"]
         verdicts.append((r <= 1.2, f"8-byte allreduce on tcp <= 1.2x Open MPI mtl-ofi: {lat['fabcoll-tcp']:.2f} us vs {lat['ompi-ofi-tcp']:.2f} us ({r:.2f}x)"))
 
     # the seed article's table: allreduce latency (ms) at 256 KiB, 1 MiB, 16 MiB
     print("\nSeed article's table (allreduce latency, ms), this machine:")
-    print(f"{'message':>8} | " + " | ".join(f"{c:>12}" for c in cfgs) + " | shm speed-up over tcp")
+    slow, fast = ("fabcoll-staged-tcp", "fabcoll-gdr-shm" if "fabcoll-gdr-shm" in cfgs else "fabcoll-staged-shm") \
+        if gpu else ("fabcoll-tcp", "fabcoll-shm")
+    print(f"{'message':>8} | " + " | ".join(f"{c[-12:]:>12}" for c in cfgs) + f" | {fast} speed-up over {slow}")
     for s in (256 << 10, 1 << 20, 16 << 20):
         t = {c: data[c].get(("allreduce", s), (None,))[0] for c in cfgs}
-        sp = (t["fabcoll-tcp"] / t["fabcoll-shm"]) if t.get("fabcoll-tcp") and t.get("fabcoll-shm") else None
+        sp = (t[slow] / t[fast]) if t.get(slow) and t.get(fast) else None
         print(f"{human(s):>8} | " + " | ".join(f"{v / 1000:12.3f}" if v else f"{'-':>12}" for v in t.values()) +
               (f" | {sp:.1f}x" if sp else " | -"))
 
@@ -118,11 +170,11 @@ def main():
             ax.set_xscale("log", base=2)
             ax.set_xlabel("message size (bytes)")
             ax.set_ylabel("busbw (GB/s)")
-            ax.set_title(f"{coll}, float32, {n} ranks")
+            ax.set_title(f"{coll}, float32, {n} ranks" + (", GPU buffers" if gpu else ""))
             ax.grid(True, alpha=0.3)
             ax.legend()
         fig.tight_layout()
-        png = os.path.join(out, "busbw.png")
+        png = os.path.join(out, "busbw_gpu.png" if gpu else "busbw.png")
         fig.savefig(png, dpi=110)
         print(f"\nplot: {png}")
     except ImportError:
