@@ -77,7 +77,10 @@ fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void
         return rc;
     c->gpu_device = dev;
     r->tp = gpu_tp_transport(sh->gpu);
-    return FC_SUCCESS;
+    pthread_mutex_lock(&sh->lock);
+    rc = gpu_tp_order_after_default(sh->gpu);
+    pthread_mutex_unlock(&sh->lock);
+    return rc;
 }
 
 /* Publishes finished operation numbers, in order. Lock held. */

@@ -599,6 +599,10 @@ fc_result_t gpu_stream_wait_flag(int device, void *stream, volatile uint32_t *fl
     if (r == CUDA_SUCCESS)
         return FC_SUCCESS;
     /* no stream memory operations: a host function that waits */
+    static int told;
+    if (!told++)
+        FC_INFO(LOG_COLL, "cuStreamWaitValue32 failed (%s): streams wait in a host function "
+                "instead", cu_err(r));
     struct flag_wait *w = malloc(sizeof(*w));
     if (!w)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");

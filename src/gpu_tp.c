@@ -509,6 +509,27 @@ fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t 
     return FC_SUCCESS;
 }
 
+fc_result_t gpu_tp_order_after_default(struct gpu_tp *g)
+{
+    /* CUDA-aware-MPI semantics: what the caller queued on the legacy
+     * default stream (cudaMemcpy from pageable memory returns before its
+     * DMA is done) happens before our streams, which do not synchronize
+     * with it by themselves */
+    gpu_event_t *ev;
+    fc_result_t rc = gpu_event_get(g->device, &ev);
+    if (rc != FC_SUCCESS)
+        return rc;
+    rc = gpu_event_record_raw(ev, NULL);
+    if (rc == FC_SUCCESS)
+        rc = gpu_stream_wait_event_raw(gpu_stream_raw(g->d2h), ev);
+    if (rc == FC_SUCCESS)
+        rc = gpu_stream_wait_event_raw(gpu_stream_raw(g->h2d), ev);
+    if (rc == FC_SUCCESS)
+        rc = gpu_stream_wait_event_raw(gpu_stream_raw(g->comp), ev);
+    gpu_event_put(ev); /* a recorded event may be reused: waits already queued hold */
+    return rc;
+}
+
 struct transport *gpu_tp_transport(struct gpu_tp *g)
 {
     return &g->base;

@@ -15,6 +15,9 @@ struct gpu_tp;
 fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t bounce_size,
                           struct gpu_tp **out);
 struct transport *gpu_tp_transport(struct gpu_tp *g);
+/* Orders the transport's streams after the work the caller queued on the
+ * legacy default stream (called at the start of each blocking collective). */
+fc_result_t gpu_tp_order_after_default(struct gpu_tp *g);
 int gpu_tp_device(const struct gpu_tp *g);
 /* After the inner transport has stopped (no callback can come). */
 void gpu_tp_destroy(struct gpu_tp *g);
