@@ -239,6 +239,20 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     rc = prov_hmem_probe(p, cfg);
     if (rc != FC_SUCCESS)
         goto fail;
+    if (!p->hmem && (p->info->caps & FI_HMEM)) {
+        /* asked for FI_HMEM but device memory cannot be registered: an
+         * endpoint without it is faster for host memory (shm, for one,
+         * gives up inject with FI_HMEM), and staging needs nothing more */
+        char why[sizeof(p->hmem_why)];
+        snprintf(why, sizeof(why), "%s", p->hmem_why);
+        cfg_t plain = *cfg;
+        plain.gdr = CFG_GDR_OFF;
+        prov_close(p);
+        rc = prov_open(&plain, name, nnodes, fabric_hint, out, addr, addrlen);
+        if (rc == FC_SUCCESS)
+            snprintf((*out)->hmem_why, sizeof((*out)->hmem_why), "%s", why);
+        return rc;
+    }
     FC_INFO(LOG_NET, "opened %s: fabric %s, domain %s, inject %zu, mr_mode 0x%llx%s, wait %s",
             name, fab, dom, p->inject_size, (unsigned long long)p->mr_mode,
             cfg->mr_mode_force ? " (FC_MR_MODE adds bits)" : "", p->wait_fd >= 0 ? "fd" : "poll");

@@ -343,6 +343,8 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
     r->s.coll_name = is_send ? "send" : "recv";
     r->s.algo_name = "p2p";
     fc_result_t rrc = comm_memory_route(comm, is_send ? buf : NULL, is_send ? NULL : buf, r);
+    if (rrc == FC_SUCCESS)
+        rrc = comm_order_after_caller(comm, r);
     if (rrc != FC_SUCCESS) {
         comm_request_free(r);
         return rrc;

@@ -309,6 +309,11 @@ fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const 
     fc_result_t rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
     if (rc != FC_SUCCESS)
         return rc;
+    rc = comm_order_after_caller(c, r);
+    if (rc != FC_SUCCESS) {
+        comm_request_free(r);
+        return rc;
+    }
     rc = comm_start(r, (void *)sendbuf, recvbuf, tb, r->desc, 0);
     if (rc == FC_SUCCESS)
         *out = r;

@@ -137,6 +137,10 @@ fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void
                               struct fc_request *r);
 /* The progress thread's body. */
 void *comm_progress_main(void *arg);
+/* A blocking or nonblocking operation on device buffers starts after the
+ * caller's work on the legacy default stream (stream-ordered ones are
+ * ordered by their stream instead). */
+fc_result_t comm_order_after_caller(struct fc_comm *c, struct fc_request *r);
 /* Progress-engine hooks for stream-ordered requests (lock held). */
 void comm_stream_start_ready(struct comm_shared *sh);
 void comm_stream_finished(struct fc_request *r);

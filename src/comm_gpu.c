@@ -77,9 +77,16 @@ fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void
         return rc;
     c->gpu_device = dev;
     r->tp = gpu_tp_transport(sh->gpu);
-    pthread_mutex_lock(&sh->lock);
-    rc = gpu_tp_order_after_default(sh->gpu);
-    pthread_mutex_unlock(&sh->lock);
+    return FC_SUCCESS;
+}
+
+fc_result_t comm_order_after_caller(struct fc_comm *c, struct fc_request *r)
+{
+    if (!r->tp || !c->sh->gpu)
+        return FC_SUCCESS;
+    pthread_mutex_lock(&c->sh->lock);
+    fc_result_t rc = gpu_tp_order_after_default(c->sh->gpu);
+    pthread_mutex_unlock(&c->sh->lock);
     return rc;
 }
 

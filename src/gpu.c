@@ -181,6 +181,29 @@ static fc_result_t device_init(int d)
                     lr = cu.cuModuleGetFunction(&cu.scl[d][t], cu.mod[d], name);
             }
             cu.cuDeviceGetAttribute(&cu.nsm[d], CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+            /* With lazy module loading (the default since CUDA 12) a kernel
+             * is loaded at its first launch, which synchronizes the context:
+             * a first launch while a caller's stream waits for this very
+             * collective (stream-ordered calls) would deadlock. Launch each
+             * kernel once now, on nothing. */
+            CUstream warm = NULL;
+            if (lr == CUDA_SUCCESS)
+                lr = cu.cuStreamCreate(&warm, CU_STREAM_NON_BLOCKING);
+            for (int t = 0; lr == CUDA_SUCCESS && t < 10; t++) {
+                CUdeviceptr z = 0;
+                size_t zn = 0;
+                uint32_t one = 1;
+                void *ra[] = {&z, &z, &z, &zn}, *sa[] = {&z, &z, &zn, &one};
+                for (int o = 0; lr == CUDA_SUCCESS && o < 4; o++)
+                    lr = cu.cuLaunchKernel(cu.red[d][t][o], 1, 1, 1, 32, 1, 1, 0, warm, ra, NULL);
+                if (lr == CUDA_SUCCESS)
+                    lr = cu.cuLaunchKernel(cu.scl[d][t], 1, 1, 1, 32, 1, 1, 0, warm, sa, NULL);
+            }
+            if (warm) {
+                if (lr == CUDA_SUCCESS)
+                    lr = cu.cuStreamSynchronize(warm);
+                cu.cuStreamDestroy_v2(warm);
+            }
             CUcontext old;
             cu.cuCtxPopCurrent_v2(&old);
             r = lr;
