@@ -236,6 +236,14 @@ int main(void)
     /* stream-ordered: input copied in on the stream, three allreduces and
      * the other twins queued behind it, results copied out on it */
     void *st = gu_stream_create();
+    /* pinned host buffers for the copies on the stream: a copy from or to
+     * pageable memory blocks the calling thread inside CUDA until the
+     * stream reaches it, which stream-ordered collectives (driven by
+     * fabcoll's progress thread, which calls CUDA too) cannot share */
+    char *p_in = gu_host_alloc(maxb), *p_out = gu_host_alloc(maxb);
+    char *keep_in = h_in, *keep_out = h_out;
+    h_in = p_in;
+    h_out = p_out;
     n = 50001;
     prepare(AR, n, FC_FLOAT32, FC_SUM, 0);
     for (int rep = 0; rep < 3; rep++) {
@@ -255,6 +263,10 @@ int main(void)
         gu_stream_sync(st);
         verify((enum kind)k, nn, FC_INT32, FC_MAX, root, 0, "stream-ordered");
     }
+    h_in = keep_in;
+    h_out = keep_out;
+    gu_host_free(p_in);
+    gu_host_free(p_out);
     /* host buffers on a stream: refused */
     fc_result_t rc = fc_allreduce_stream(h_in, h_out, 10, FC_FLOAT32, FC_SUM, t.comm, st);
     FT_CHECK(&t, rc == FC_ERR_INVALID_ARGUMENT, "stream call on host buffers gave %s",

@@ -31,6 +31,8 @@ static struct {
     CUresult (*StreamSynchronize)(CUstream);
     CUresult (*StreamDestroy)(CUstream);
     CUresult (*CtxSynchronize)(void);
+    CUresult (*MemHostAlloc)(void **, size_t, unsigned);
+    CUresult (*MemFreeHost)(void *);
     int count;
 } cu;
 
@@ -64,6 +66,8 @@ int gu_init(int device, const char **why)
         SYM(StreamSynchronize, "cuStreamSynchronize")
         SYM(StreamDestroy, "cuStreamDestroy_v2")
         SYM(CtxSynchronize, "cuCtxSynchronize")
+        SYM(MemHostAlloc, "cuMemHostAlloc")
+        SYM(MemFreeHost, "cuMemFreeHost")
         if (cu.Init(0) != 0 || cu.DeviceGetCount(&cu.count) != 0 || cu.count <= 0) {
             *why = "the CUDA driver finds no GPU";
             return -1;
@@ -145,4 +149,16 @@ int gu_copy_async(void *dst, const void *src, size_t len, void *stream)
 int gu_sync(void)
 {
     return cu.CtxSynchronize();
+}
+
+void *gu_host_alloc(size_t len)
+{
+    void *p = NULL;
+    return cu.MemHostAlloc(&p, len ? len : 1, 1 /* portable */) ? NULL : p;
+}
+
+void gu_host_free(void *p)
+{
+    if (p)
+        cu.MemFreeHost(p);
 }

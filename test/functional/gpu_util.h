@@ -25,5 +25,9 @@ void gu_stream_destroy(void *stream);
 /* Queues a copy on a stream (to show stream ordering). */
 int gu_copy_async(void *dst, const void *src, size_t len, void *stream);
 int gu_sync(void);
+/* Pinned host memory: copies to and from it on a stream stay asynchronous
+ * (a copy from pageable memory blocks the calling thread inside CUDA). */
+void *gu_host_alloc(size_t len);
+void gu_host_free(void *p);
 
 #endif
