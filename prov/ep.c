@@ -233,7 +233,20 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     *addrlen = alen;
     p->prov_mr_mode = p->info->domain_attr->mr_mode;
     p->mr_mode = p->prov_mr_mode | prov_mr_mode_of_cfg(cfg->mr_mode_force);
+    /* eager (inject: copied out at once, no completion to wait for) up to
+     * the provider's limit, FC_EAGER_MAX and the profile's default; FC_PROTO
+     * =eager uses the provider's limit alone, =rndv never injects (every
+     * send then goes through the provider's own protocol, rendezvous for
+     * large messages) */
+    size_t chunk_unused, eager;
+    int win_unused;
+    prov_tuning(p, cfg, &chunk_unused, &win_unused, &eager);
     p->inject_size = p->info->tx_attr->inject_size;
+    if (cfg->proto == CFG_PROTO_RNDV)
+        p->inject_size = 0;
+    else if (cfg->proto == CFG_PROTO_AUTO && eager < p->inject_size)
+        p->inject_size = eager;
+    p->retry_count = cfg->retry_count;
     prov_mr_cache_init(p, cfg->mr_cache_max);
     p->dev_cache_max = cfg->mr_cache_max;
     rc = prov_hmem_probe(p, cfg);

@@ -61,7 +61,8 @@ struct prov_ep {
     char hmem_why[200];   /* why not, for logs and FC_GDR=on */
     uint64_t mr_mode;     /* what we honour: provider's demand | FC_MR_MODE */
     uint64_t prov_mr_mode; /* what the provider itself demands */
-    size_t inject_size;
+    size_t inject_size;   /* what fabcoll injects: provider's limit, FC_PROTO, FC_EAGER_MAX */
+    int retry_count;      /* FC_RETRY_COUNT */
     uint64_t next_key;    /* requested keys when the provider does not pick them */
     struct prov_mr *mrs;  /* registrations */
     struct prov_mr *lru_head, *lru_tail; /* idle cached entries, most recent first */

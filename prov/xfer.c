@@ -18,6 +18,20 @@
 #include "log.h"
 #include "prov_int.h"
 
+/* Errors worth trying again (FC_RETRY_COUNT times, backing off from 50 us):
+ * the provider or the kernel is short of something for a moment. EAGAIN is
+ * not among them: it only means "progress the queue first". */
+static int transient(ssize_t ret)
+{
+    return ret == -FI_EBUSY || ret == -FI_EINTR || ret == -FI_ETIMEDOUT || ret == -FI_ENOMEM;
+}
+
+static void backoff(int attempt)
+{
+    struct timespec ts = {0, 50000L << (attempt < 10 ? attempt : 10)};
+    nanosleep(&ts, NULL);
+}
+
 static fc_result_t post_error(struct prov_ep *p, const char *call, int peer, size_t len, int ret)
 {
     fc_result_t code = FC_ERR_FABRIC;
@@ -107,6 +121,11 @@ static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const vo
         desc = m->desc;
     }
     ssize_t ret = fi_tsend(p->ep, buf, len, desc, dst, tag, x);
+    for (int a = 0; transient(ret) && a < p->retry_count; a++) {
+        FC_TRACE(LOG_NET, "fi_tsend to rank %d: %s, retry %d", peer, fi_strerror((int)-ret), a + 1);
+        backoff(a);
+        ret = fi_tsend(p->ep, buf, len, desc, dst, tag, x);
+    }
     if (ret) {
         prov_mr_release(p, m);
         if (ret == -FI_EAGAIN)
@@ -131,6 +150,12 @@ static fc_result_t pe_recv(struct transport *t, int peer, uint64_t tag, void *bu
         desc = m->desc;
     }
     ssize_t ret = fi_trecv(p->ep, buf, len, desc, p->addrs[peer], tag, 0, x);
+    for (int a = 0; transient(ret) && a < p->retry_count; a++) {
+        FC_TRACE(LOG_NET, "fi_trecv from rank %d: %s, retry %d", peer, fi_strerror((int)-ret),
+                 a + 1);
+        backoff(a);
+        ret = fi_trecv(p->ep, buf, len, desc, p->addrs[peer], tag, 0, x);
+    }
     if (ret) {
         prov_mr_release(p, m);
         if (ret == -FI_EAGAIN)

@@ -651,7 +651,10 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
             "comm %p rank %d of %d: provider %s (tier %s, fabric %s, domain %s); %d node%s, "
             "local rank %d of %d; rejected: %s%s%s; bootstrap: %s; chunk %zu, window %d",
             (void *)c, me, n, c->attr.provider,
-            c->attr.tier == FC_TIER_SHM ? "shm" : c->attr.tier == FC_TIER_RDMA ? "rdma" : "net",
+            c->attr.tier == FC_TIER_SHM    ? "shm"
+            : c->attr.tier == FC_TIER_RDMA ? "rdma"
+            : c->attr.tier == FC_TIER_GDR  ? "gdr"
+                                           : "net",
             c->attr.fabric, c->attr.domain, nnodes, nnodes > 1 ? "s" : "", local_rank,
             local_size, why[0] ? why : "none (best tier available)",
             c->cfg.fi_provider[0] ? "; candidates narrowed by FI_PROVIDER=" : "",

@@ -56,10 +56,13 @@ static const struct row rows[] = {
      "stage through pinned host memory; on = require that (error if impossible); off = always "
      "stage."},
     {"FC_PROTO", T_ENUM, "auto", F(proto), "auto,eager,rndv", S_USER,
-     "Message protocol: eager (copy through bounce buffers) below FC_EAGER_MAX, zero-copy "
-     "rendezvous above; eager or rndv forces one."},
+     "Message protocol: auto sends messages up to FC_EAGER_MAX (and the provider's inject "
+     "limit) eagerly, by inject, and larger ones through the provider's own protocol "
+     "(rendezvous for large messages); eager injects everything the provider allows; rndv "
+     "never injects."},
     {"FC_EAGER_MAX", T_SIZE, "0", F(eager_max), NULL, S_USER,
-     "Largest message sent eagerly (bytes, K/M/G suffixes); 0 = provider default."},
+     "Largest message sent eagerly (bytes, K/M/G suffixes), capped by the provider's inject "
+     "size; 0 = the provider's default from fabcoll's profile."},
     {"FC_CHUNK_SIZE", T_SIZE, "0", F(chunk_size), NULL, S_USER,
      "Pipeline chunk: large steps are cut into chunks of this many bytes; 0 = provider "
      "default."},

@@ -87,7 +87,8 @@ def main():
         if not sizes:
             continue
         n = next(v[1] for c in cfgs for k, v in data[c].items() if k[0] == coll)
-        print(f"\n{coll}: busbw in GB/s (nccl-tests definition), {n} ranks; ratio = fabcoll / MPI")
+        print(f"\n{coll}: busbw in GB/s (nccl-tests definition), {n} ranks; ratio = fabcoll / "
+              + ("NCCL" if gpu else "MPI"))
         head = f"{'size':>10} " + " ".join(f"{c[-13:]:>13}" for c in cfgs) + " " + \
             " ".join(f"{(a.split('-')[-1] + '/' + b.split('-', 1)[1])[-13:]:>13}" for a, b in pairs)
         print(head)

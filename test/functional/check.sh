@@ -36,6 +36,10 @@ one "tcp x3 with verbs mr_mode (local,virt_addr,prov_key,allocated)" -p tcp -n 3
     -x FC_MR_MODE=verbs allreduce broadcast sendrecv nonblocking api_program
 one "tcp x4 with FC_MR_MODE=verbs,endpoint" -p tcp -n 4 -x FC_MR_MODE=verbs,endpoint \
     allreduce broadcast
+one "tcp x3 with FC_PROTO=rndv" -p tcp -n 3 -x FC_PROTO=rndv allreduce broadcast sendrecv \
+    nonblocking barrier
+one "shm x3 with FC_PROTO=eager, FC_EAGER_MAX=1K" -p shm -n 3 -x FC_PROTO=eager \
+    -x FC_EAGER_MAX=1K allreduce broadcast sendrecv nonblocking barrier
 fc_info=${FC_RUN:-}; fc_info=${fc_info%fc_run}fc_info
 [ -x "$fc_info" ] || fc_info="$here/../../fc_info"
 for algo in $("$fc_info" -A 2>/dev/null); do

@@ -16,6 +16,7 @@
 static struct prov_ep *open_ep(size_t cache_max, cfg_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
+    cfg->retry_count = 3;
     cfg->mr_mode_force = CFG_MR_LOCAL;
     cfg->mr_cache_max = cache_max;
     struct prov_ep *p = NULL;
@@ -162,5 +163,32 @@ Test(mr, no_cache_when_disabled)
     prov_mem_pool_drain(p);
     cr_assert_eq(entries(p), 0);
     munmap(b, 64 << 10);
+    prov_close(p);
+}
+
+/* FC_PROTO / FC_EAGER_MAX: what is injected (eager) and what goes through
+ * the provider's own protocol */
+Test(mr, protocol_switch)
+{
+    cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    char addr[PROV_ADDR_MAX];
+    size_t alen;
+    struct prov_ep *p = NULL;
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
+    size_t provider_limit = p->info->tx_attr->inject_size;
+    cr_assert_gt(provider_limit, 32);
+    prov_close(p);
+    cfg.eager_max = 32;
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
+    cr_assert_eq(p->inject_size, 32, "FC_EAGER_MAX=32 gave %zu", p->inject_size);
+    prov_close(p);
+    cfg.proto = CFG_PROTO_EAGER;
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
+    cr_assert_eq(p->inject_size, provider_limit, "FC_PROTO=eager gave %zu", p->inject_size);
+    prov_close(p);
+    cfg.proto = CFG_PROTO_RNDV;
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
+    cr_assert_eq(p->inject_size, 0, "FC_PROTO=rndv still injects %zu bytes", p->inject_size);
     prov_close(p);
 }
