@@ -4,7 +4,9 @@
  * address vector, endpoint; inserting the peers; closing it all again.
  * Every failure names the call, the provider, and a likely fix.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,38 @@ static int score(const cfg_t *cfg, const struct fi_info *fi, int nnodes, const c
     return s;
 }
 
+static void shm_clean_once(void)
+{
+    char prefix[32];
+    int pl = snprintf(prefix, sizeof(prefix), "%d:", (int)getpid());
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, (size_t)pl) != 0)
+            continue;
+        char path[300];
+        snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+        n += unlink(path) == 0;
+    }
+    closedir(d);
+    if (n)
+        FC_INFO(LOG_NET, "removed %d stale /dev/shm file%s of a dead process that had pid %d",
+                n, n > 1 ? "s" : "", (int)getpid());
+}
+
+/* libfabric's shm provider names its queues /dev/shm/<pid>:<...>. A process
+ * that died without closing its endpoint (killed, _exit) leaves them
+ * behind, and PIDs are reused (pid_max is often 32768): a later process
+ * with that PID then fails to open shm with EBUSY. Before this process's
+ * first shm endpoint, every such file with our PID is a dead process's. */
+static void shm_remove_stale(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, shm_clean_once);
+}
+
 fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char *fabric_hint,
                       struct prov_ep **out, void *addr, size_t *addrlen)
 {
@@ -85,6 +119,8 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     p->next_key = 1;
     snprintf(p->prov_name, sizeof(p->prov_name), "%s", name);
     p->tier = prov_tier_of(name);
+    if (p->tier == FC_TIER_SHM)
+        shm_remove_stale();
 
     /* RMA where offered (the rendezvous protocol writes with it), else
      * tagged messages alone */

@@ -34,7 +34,9 @@ if ! contrib/ci/install-deps.sh --full; then
 fi
 
 stage "build"
-if ./autogen.sh && ./configure --enable-werror && make -j"$JOBS"; then
+inst="$top/_inst" # the installed-library check installs here
+rm -rf "$inst"
+if ./autogen.sh && ./configure --enable-werror --prefix="$inst" && make -j"$JOBS"; then
     record build PASS
 else
     record build FAIL
@@ -55,9 +57,8 @@ fi
 grep -h "^TOTAL\|Synthesis" test/unit/*.log test/functional/check.sh.log 2>/dev/null
 
 stage "installed library: pkg-config + fc_run"
-inst=$(mktemp -d /tmp/fcinst.XXXX)
-if make install prefix="$inst" >/dev/null &&
-    PKG_CONFIG_PATH="$inst/lib/pkgconfig" cc -o "$inst/api_program" test/functional/api_program.c \
+if make install >/dev/null &&
+    cc -o "$inst/api_program" test/functional/api_program.c \
         $(PKG_CONFIG_PATH="$inst/lib/pkgconfig" pkg-config --cflags --libs fabcoll) \
         -Wl,-rpath,"$inst/lib" &&
     FI_PROVIDER=tcp "$inst/bin/fc_run" -n 3 -t 120 "$inst/api_program" &&
@@ -68,7 +69,6 @@ then
 else
     record "installed library" FAIL
 fi
-rm -rf "$inst"
 
 if ! skipped slurm; then
     stage "launchers: Slurm (pmix, plain, pmi2) and mpirun"

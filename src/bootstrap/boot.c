@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,43 @@ struct uid_wire {
 };
 _Static_assert(sizeof(struct uid_wire) <= FC_UNIQUE_ID_BYTES, "unique id too small");
 
+/* Rendezvous servers this process started for its unique ids: a rank that
+ * joins through its own id keeps the server alive until all have joined. */
+#define UID_KEEP 16
+static struct {
+    pthread_mutex_t lock;
+    uint8_t secret[UID_KEEP][BOOT_SECRET_LEN];
+    struct boot_server *srv[UID_KEEP];
+    pid_t pid[UID_KEEP]; /* a forked child has the table, not the thread */
+} uid_servers = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void uid_server_keep(const uint8_t *secret, struct boot_server *srv)
+{
+    pthread_mutex_lock(&uid_servers.lock);
+    for (int i = 0; i < UID_KEEP; i++)
+        if (!uid_servers.srv[i]) {
+            uid_servers.srv[i] = srv;
+            uid_servers.pid[i] = getpid();
+            memcpy(uid_servers.secret[i], secret, BOOT_SECRET_LEN);
+            break;
+        }
+    pthread_mutex_unlock(&uid_servers.lock);
+}
+
+static struct boot_server *uid_server_take(const uint8_t *secret)
+{
+    struct boot_server *s = NULL;
+    pthread_mutex_lock(&uid_servers.lock);
+    for (int i = 0; i < UID_KEEP && !s; i++)
+        if (uid_servers.srv[i] && uid_servers.pid[i] == getpid() &&
+            !memcmp(uid_servers.secret[i], secret, BOOT_SECRET_LEN)) {
+            s = uid_servers.srv[i];
+            uid_servers.srv[i] = NULL;
+        }
+    pthread_mutex_unlock(&uid_servers.lock);
+    return s;
+}
+
 fc_result_t boot_make_unique_id(const cfg_t *cfg, fc_unique_id_t *id)
 {
     struct uid_wire w;
@@ -46,9 +84,11 @@ fc_result_t boot_make_unique_id(const cfg_t *cfg, fc_unique_id_t *id)
     if (boot_random(w.secret, BOOT_SECRET_LEN) != 0)
         return FC_ERR(FC_ERR_SYSTEM, "getrandom() failed: %m");
     int port = 0;
-    fc_result_t rc = boot_server_start(w.secret, 0, 1, cfg->boot_timeout, NULL, &port);
+    struct boot_server *srv = NULL;
+    fc_result_t rc = boot_server_start(w.secret, 0, 1, cfg->boot_timeout, &srv, &port);
     if (rc != FC_SUCCESS)
         return rc;
+    uid_server_keep(w.secret, srv);
     boot_local_address(cfg, w.host, sizeof(w.host));
     w.port = htons((uint16_t)port);
     memset(id, 0, sizeof(*id));
@@ -68,8 +108,11 @@ fc_result_t boot_from_unique_id(const cfg_t *cfg, const fc_unique_id_t *id, int 
                       "fc_unique_id_t, %d bytes, broadcast intact?)",
                       FC_UNIQUE_ID_BYTES);
     int port = ntohs(w.port);
-    return boot_sock_connect(w.host, &port, 1, w.secret, w.session, rank, nranks,
-                             cfg->boot_timeout, out);
+    fc_result_t rc = boot_sock_connect(w.host, &port, 1, w.secret, w.session, rank, nranks,
+                                       cfg->boot_timeout, out);
+    if (rc == FC_SUCCESS)
+        boot_sock_adopt_server(*out, uid_server_take(w.secret));
+    return rc;
 }
 
 /* Per process: the n-th fc_comm_init of every rank joins session n. */
@@ -166,11 +209,12 @@ static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
     int base = 20000 + (int)(hash_str(key, 7) % 30000);
     for (int i = 0; i < SLURM_PORTS; i++)
         ports[i] = base + i * 37;
+    struct boot_server *srv = NULL;
     if (cfg->slurm_procid == 0) {
         fc_result_t rc = FC_ERR_SYSTEM;
         int bound = 0;
         for (int i = 0; i < SLURM_PORTS && rc != FC_SUCCESS; i++)
-            rc = boot_server_start(secret, ports[i], 1, cfg->boot_timeout, NULL, &bound);
+            rc = boot_server_start(secret, ports[i], 1, cfg->boot_timeout, &srv, &bound);
         if (rc != FC_SUCCESS)
             return FC_ERR(FC_ERR_BOOTSTRAP,
                           "rank 0 could not listen on any of the %d ports derived from job "
@@ -182,6 +226,10 @@ static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
     fc_result_t rc = boot_sock_connect(host, ports, SLURM_PORTS, secret, session,
                                        cfg->slurm_procid, cfg->slurm_ntasks, cfg->boot_timeout,
                                        out);
+    if (rc != FC_SUCCESS)
+        boot_server_stop(srv);
+    else
+        boot_sock_adopt_server(*out, srv);
     if (rc == FC_SUCCESS)
         snprintf((*out)->how, sizeof((*out)->how),
                  "Slurm environment (job %.20s.%.20s), rendezvous at rank 0's node %.40s, "

@@ -58,6 +58,11 @@ struct boot_server;
 fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, int single_session,
                               double join_timeout, struct boot_server **out, int *bound_port);
 void boot_server_stop(struct boot_server *s);
+/* For a single-session server started with an owner (out != NULL): waits
+ * (at most timeout s) for its session to end, then frees it. */
+void boot_server_wait(struct boot_server *s, double timeout);
+/* The client b closes only after server s (this process's) is done. */
+void boot_sock_adopt_server(struct boot *b, struct boot_server *s);
 
 /* Connects to a rendezvous. host: name or address; ports: candidates tried
  * in order (a server that refuses the secret sends us to the next). */

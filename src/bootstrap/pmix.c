@@ -164,11 +164,12 @@ static fc_result_t derived_open(const cfg_t *cfg, const char *ns, const char *ro
     int base = 20000 + (int)(hash_str(key, 7) % 30000);
     for (int i = 0; i < DERIVED_PORTS; i++)
         ports[i] = base + i * 37;
+    struct boot_server *srv = NULL;
     if (rank == 0) {
         fc_result_t rc = FC_ERR_SYSTEM;
         int bound = 0;
         for (int i = 0; i < DERIVED_PORTS && rc != FC_SUCCESS; i++)
-            rc = boot_server_start(secret, ports[i], 1, cfg->boot_timeout, NULL, &bound);
+            rc = boot_server_start(secret, ports[i], 1, cfg->boot_timeout, &srv, &bound);
         if (rc != FC_SUCCESS)
             return FC_ERR(FC_ERR_BOOTSTRAP,
                           "rank 0 could not listen on any of the %d ports derived from PMIx "
@@ -180,6 +181,10 @@ static fc_result_t derived_open(const cfg_t *cfg, const char *ns, const char *ro
     }
     fc_result_t rc = boot_sock_connect(root, ports, DERIVED_PORTS, secret, session, rank, size,
                                        cfg->boot_timeout, out);
+    if (rc != FC_SUCCESS)
+        boot_server_stop(srv);
+    else
+        boot_sock_adopt_server(*out, srv);
     if (rc == FC_SUCCESS)
         snprintf((*out)->how, sizeof((*out)->how),
                  "PMIx namespace %.50s (session %u): rendezvous at rank 0's address %.40s", ns,

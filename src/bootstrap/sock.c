@@ -169,6 +169,8 @@ struct boot_server {
     struct srv_sess *sessions;
     int sessions_done;
     volatile int stop;
+    int owned;              /* single session with an owner who waits for it */
+    volatile int finished;  /* an owned server's session is over */
 };
 
 static void conn_close(struct boot_server *sv, int i)
@@ -557,6 +559,10 @@ static void *single_main(void *arg)
 {
     struct boot_server *sv = arg;
     server_main(sv);
+    if (sv->owned) { /* the owner joins and frees (boot_server_wait) */
+        __atomic_store_n(&sv->finished, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }
     close(sv->lfd);
     close(sv->wake[0]);
     close(sv->wake[1]);
@@ -573,6 +579,7 @@ fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, i
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for the rendezvous");
     memcpy(sv->secret, secret, BOOT_SECRET_LEN);
     sv->single = single_session;
+    sv->owned = single_session && out != NULL;
     sv->join_timeout = join_timeout;
     sv->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (sv->lfd < 0) {
@@ -612,13 +619,25 @@ fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, i
         return FC_ERR(FC_ERR_SYSTEM, "pthread_create for the rendezvous failed: %s",
                       strerror(rc));
     }
-    if (single_session) {
+    if (single_session && !out) {
         pthread_detach(sv->th); /* it frees itself when its session ends */
         sv = NULL;
     }
     if (out)
         *out = sv;
     return FC_SUCCESS;
+}
+
+void boot_server_wait(struct boot_server *sv, double timeout)
+{
+    if (!sv)
+        return;
+    double end = now_s() + timeout;
+    while (!__atomic_load_n(&sv->finished, __ATOMIC_ACQUIRE) && now_s() < end) {
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+    boot_server_stop(sv);
 }
 
 void boot_server_stop(struct boot_server *sv)
@@ -644,6 +663,7 @@ struct boot_sock {
     int fd;
     double timeout;
     char where[96];
+    struct boot_server *srv; /* the rendezvous this process serves, if any */
 };
 
 /* After the server closed on us: the ERROR it sent first, if any. */
@@ -713,7 +733,16 @@ static void sock_close(struct boot *b)
         send_msg(s->fd, MSG_BYE, NULL, 0, 1.0);
         close(s->fd);
     }
+    /* the process serving the rendezvous stays until every rank has had its
+     * answers: leaving at once (a failed init returns, the program exits)
+     * would cut the others off mid-reply */
+    boot_server_wait(s->srv, s->timeout);
     free(s);
+}
+
+void boot_sock_adopt_server(struct boot *b, struct boot_server *sv)
+{
+    ((struct boot_sock *)b)->srv = sv;
 }
 
 static const struct boot_ops sock_ops = {"socket", sock_allgather, sock_close};

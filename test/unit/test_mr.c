@@ -7,8 +7,10 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "memmon.h"
 #include "prov_int.h"
@@ -191,4 +193,26 @@ Test(mr, protocol_switch)
     cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
     cr_assert_eq(p->inject_size, 0, "FC_PROTO=rndv still injects %zu bytes", p->inject_size);
     prov_close(p);
+}
+
+/* A dead process that had this PID left its shm queues behind: the first
+ * shm endpoint of this process removes them instead of failing (EBUSY). */
+Test(mr, stale_shm_files_are_removed)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/dev/shm/%d:0:0", (int)getpid());
+    FILE *f = fopen(path, "w");
+    if (!f)
+        cr_skip_test("cannot write /dev/shm here");
+    fputs("stale", f);
+    fclose(f);
+    cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    char addr[PROV_ADDR_MAX];
+    size_t alen;
+    struct prov_ep *p = NULL;
+    fc_result_t rc = prov_open(&cfg, "shm", 1, "", &p, addr, &alen);
+    cr_assert_eq(rc, FC_SUCCESS, "shm did not open over a stale file: %s", fc_last_error());
+    prov_close(p);
+    cr_assert_neq(access(path, F_OK), 0, "%s is still there", path);
 }
