@@ -8,10 +8,12 @@
  * after the pipeline fills every link carries data at once.
  *
  * Steps: one receive and one send per rank. Bytes sent per rank: size.
- * Time ~ (n - 1 + chunks - 1) * (alpha + chunk * beta): for large messages
+ * Time ~ (n - 1) * (alpha + chunk * beta) + (chunks - 1) * chunk * beta: for large messages
  * close to size * beta whatever n is; for small ones the n-1 hops of latency
  * make the binomial tree better. No scratch; root copy as in binomial.
  */
+#include <math.h>
+
 #include "coll.h"
 
 static fc_result_t build(struct sched *s, const struct coll_args *a)
@@ -34,18 +36,20 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
     return s->build_err;
 }
 
-/* Pipeline model: chunks of about 1/8 of the message, at least 64 KiB. */
+/* Pipeline model: the engine's chunks flow down the chain, one hop per
+ * chunk time once the pipe is full. */
 static double cost(const struct coll_args *a, const struct coll_cost *c)
 {
     int n = a->nranks;
     if (n == 1)
         return 0;
     double bytes = (double)a->count * (double)a->esize;
-    double chunk = bytes / 8 > 65536 ? bytes / 8 : 65536;
-    if (chunk > bytes)
-        chunk = bytes;
-    double nchunks = chunk > 0 ? bytes / chunk : 1;
-    return (n - 1 + nchunks - 1) * (c->alpha + chunk * c->beta);
+    double chunk = c->chunk > 0 && c->chunk < bytes ? c->chunk : bytes;
+    double nchunks = chunk > 0 ? ceil(bytes / chunk) : 1;
+    /* the first chunk crosses n-1 hops; each later one leaves the root a
+     * chunk's wire time after the previous (latency overlaps: several
+     * chunks are in flight) */
+    return (n - 1) * (c->alpha + chunk * c->beta) + (nchunks - 1) * chunk * c->beta;
 }
 
 const struct coll_algo coll_bcast_chain = {

@@ -53,6 +53,7 @@ struct coll_cost {
     double alpha; /* per message (latency) */
     double beta;  /* per byte on the wire */
     double gamma; /* per byte reduced (local memory pass) */
+    double chunk; /* the engine's pipeline chunk, bytes (0: steps are not cut) */
 };
 
 struct coll_algo {

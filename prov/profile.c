@@ -68,6 +68,13 @@ void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, size_t *chunk, int *
     *eager_max = cfg->eager_max ? cfg->eager_max : pr->eager_max;
 }
 
+void prov_pipeline_params(const char *name, size_t *chunk, int *window)
+{
+    const struct profile *pr = profile_of(name);
+    *chunk = pr->chunk;
+    *window = pr->window;
+}
+
 void prov_cost_params(const char *name, int nnodes, double *alpha, double *beta, double *gamma)
 {
     const struct profile *pr = profile_of(name);

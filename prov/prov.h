@@ -85,6 +85,9 @@ void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, size_t *chunk, int *
 /* Cost-model parameters for the tuner (seconds, seconds/byte). */
 void prov_cost_params(const char *prov_name, int nnodes, double *alpha, double *beta,
                       double *gamma);
+/* The provider table's pipeline defaults (chunk bytes, chunks in flight),
+ * before FC_* overrides. */
+void prov_pipeline_params(const char *prov_name, size_t *chunk, int *window);
 /* Tier of a provider by name (the ladder). */
 fc_tier_t prov_tier_of(const char *prov_name);
 /* Closes the endpoint: no transfer runs and no completion arrives after

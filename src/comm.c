@@ -428,6 +428,7 @@ static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nn
 {
     struct coll_cost cc;
     prov_cost_params(prov_name, nnodes, &cc.alpha, &cc.beta, &cc.gamma);
+    cc.chunk = (double)c->chunk;
     coll_tuning_init(&c->tuning, &cc);
     fc_result_t rc = FC_SUCCESS;
     if (c->cfg.algo[0])

@@ -199,13 +199,18 @@ static void print_tuner(const char *prov, int n)
 {
     struct coll_cost cc;
     prov_cost_params(prov, 1, &cc.alpha, &cc.beta, &cc.gamma);
+    size_t chunk;
+    int window;
+    prov_pipeline_params(prov, &chunk, &window);
+    cc.chunk = (double)chunk;
     struct coll_tuning t;
     coll_tuning_init(&t, &cc);
     printf("Tuner decisions for provider %s (tier %s), %d ranks\n", prov,
            prov_tier_of(prov) == FC_TIER_SHM ? "shm"
            : prov_tier_of(prov) == FC_TIER_RDMA ? "rdma" : "net", n);
-    printf("cost model: alpha %.2f us/message, beta %.3f ns/byte (%.2f GB/s), gamma %.3f ns/byte\n",
-           cc.alpha * 1e6, cc.beta * 1e9, 1e-9 / cc.beta, cc.gamma * 1e9);
+    printf("cost model: alpha %.2f us/message, beta %.3f ns/byte (%.2f GB/s), gamma %.3f ns/byte, "
+           "chunk %zu KiB\n",
+           cc.alpha * 1e6, cc.beta * 1e9, 1e-9 / cc.beta, cc.gamma * 1e9, chunk >> 10);
     printf("%-15s %10s  %-18s %12s   %s\n", "collective", "bytes", "algorithm", "predicted",
            "runner-up");
     for (int k = 0; k < COLL_NKINDS; k++) {
