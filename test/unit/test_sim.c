@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The schedule simulator (src/sim.c, what fc_sim runs): its timing model on
+ * hand-built schedules, its detection of schedules that disagree, and every
+ * algorithm's schedules agreeing at sizes up to 4096 ranks.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "coll.h"
+#include "sim.h"
+
+static const double A = 2e-6, B = 1e-9, G = 0.5e-9;
+
+static void add_all(struct sim *s, struct sched *sc, int n)
+{
+    for (int r = 0; r < n; r++) {
+        cr_assert_eq(sc[r].build_err, FC_SUCCESS);
+        cr_assert_eq(sim_add(s, &sc[r]), 0, "%s", s->err);
+        sched_release(&sc[r]);
+    }
+}
+
+Test(sim, one_message_costs_alpha_plus_beta_bytes)
+{
+    struct sched sc[2];
+    for (int r = 0; r < 2; r++)
+        sched_init(&sc[r], FC_UINT8, FC_SUM, 2);
+    int snd = sched_send(&sc[0], 1, 7, sbuf(R_SEND, 0), 1000);
+    int rcv = sched_recv(&sc[1], 0, 7, sbuf(R_RECV, 0), 1000);
+    int red = sched_reduce(&sc[1], sbuf(R_RECV, 0), sbuf(R_RECV, 0), sbuf(R_SEND, 0), 1000);
+    sched_dep(&sc[1], red, rcv, 0);
+    (void)snd;
+    struct sim s;
+    sim_init(&s, 2, 0, 1);
+    add_all(&s, sc, 2);
+    cr_assert_eq(sim_run(&s, A, B, G), 0, "%s", s.err);
+    cr_assert_float_eq(s.end, A + 1000 * B + 1000 * G, 1e-12);
+    cr_assert_eq(s.done, 3);
+    cr_assert_eq(s.max_msgs, 1);
+    cr_assert_eq(s.max_sent, 1000);
+    sim_free(&s);
+}
+
+Test(sim, sends_of_one_rank_serialise)
+{
+    struct sched sc[3];
+    for (int r = 0; r < 3; r++)
+        sched_init(&sc[r], FC_UINT8, FC_SUM, 3);
+    sched_send(&sc[0], 1, 1, sbuf(R_SEND, 0), 500);
+    sched_send(&sc[0], 2, 1, sbuf(R_SEND, 0), 500);
+    sched_recv(&sc[1], 0, 1, sbuf(R_RECV, 0), 500);
+    sched_recv(&sc[2], 0, 1, sbuf(R_RECV, 0), 500);
+    struct sim s;
+    sim_init(&s, 3, 0, 1);
+    add_all(&s, sc, 3);
+    cr_assert_eq(sim_run(&s, A, B, G), 0, "%s", s.err);
+    /* the second message leaves after the first's 500 bytes */
+    cr_assert_float_eq(s.end, A + 1000 * B, 1e-12);
+    sim_free(&s);
+}
+
+Test(sim, length_mismatch_is_reported)
+{
+    struct sched sc[2];
+    for (int r = 0; r < 2; r++)
+        sched_init(&sc[r], FC_UINT8, FC_SUM, 2);
+    sched_send(&sc[0], 1, 3, sbuf(R_SEND, 0), 64);
+    sched_recv(&sc[1], 0, 3, sbuf(R_RECV, 0), 32);
+    struct sim s;
+    sim_init(&s, 2, 0, 1);
+    add_all(&s, sc, 2);
+    cr_assert_eq(sim_run(&s, A, B, G), -1);
+    cr_assert(strstr(s.err, "64 bytes") && strstr(s.err, "expects 32"), "%s", s.err);
+    sim_free(&s);
+}
+
+Test(sim, deadlock_is_reported)
+{
+    /* each rank receives before it sends */
+    struct sched sc[2];
+    for (int r = 0; r < 2; r++) {
+        sched_init(&sc[r], FC_UINT8, FC_SUM, 2);
+        int rcv = sched_recv(&sc[r], 1 - r, 1, sbuf(R_RECV, 0), 8);
+        int snd = sched_send(&sc[r], 1 - r, 1, sbuf(R_SEND, 0), 8);
+        sched_dep(&sc[r], snd, rcv, 0);
+    }
+    struct sim s;
+    sim_init(&s, 2, 0, 1);
+    add_all(&s, sc, 2);
+    cr_assert_eq(sim_run(&s, A, B, G), -1);
+    cr_assert(strstr(s.err, "deadlock") && strstr(s.err, "never sends"), "%s", s.err);
+    sim_free(&s);
+}
+
+Test(sim, unreceived_message_is_reported)
+{
+    struct sched sc[2];
+    for (int r = 0; r < 2; r++)
+        sched_init(&sc[r], FC_UINT8, FC_SUM, 2);
+    sched_send(&sc[0], 1, 9, sbuf(R_SEND, 0), 16);
+    sched_nop(&sc[1]);
+    struct sim s;
+    sim_init(&s, 2, 0, 1);
+    add_all(&s, sc, 2);
+    cr_assert_eq(sim_run(&s, A, B, G), -1);
+    cr_assert(strstr(s.err, "never receives"), "%s", s.err);
+    sim_free(&s);
+}
+
+/* rank 0 -> 1 -> 2, four chunks; rank 1 forwards chunk by chunk or after
+ * the whole message */
+static double relay(int chunked)
+{
+    const size_t C = 4096;
+    struct sched sc[3];
+    for (int r = 0; r < 3; r++)
+        sched_init(&sc[r], FC_UINT8, FC_SUM, 3);
+    sched_send(&sc[0], 1, 1, sbuf(R_SEND, 0), 4 * C);
+    int rcv = sched_recv(&sc[1], 0, 1, sbuf(R_RECV, 0), 4 * C);
+    int snd = sched_send(&sc[1], 2, 2, sbuf(R_RECV, 0), 4 * C);
+    sched_dep(&sc[1], snd, rcv, chunked);
+    sched_recv(&sc[2], 1, 2, sbuf(R_RECV, 0), 4 * C);
+    struct sim s;
+    sim_init(&s, 3, C, 4);
+    add_all(&s, sc, 3);
+    cr_assert_eq(sim_run(&s, A, B, G), 0, "%s", s.err);
+    cr_assert_eq(s.max_msgs, 4, "4 chunks per sender, got %lu", (unsigned long)s.max_msgs);
+    double end = s.end;
+    sim_free(&s);
+    return end;
+}
+
+Test(sim, chunks_pipeline_through_chunked_dependencies)
+{
+    const double Cb = 4096 * B;
+    /* the first chunk crosses two hops, the three others follow one chunk
+     * time apart */
+    cr_assert_float_eq(relay(1), 2 * (A + Cb) + 3 * Cb, 1e-12);
+    /* a full dependency forwards only after the whole message */
+    cr_assert_float_eq(relay(0), 2 * (A + 4 * Cb), 1e-12);
+}
+
+static int simulate_chunked(const struct coll_algo *al, struct coll_args a, struct sim *s,
+                            size_t chunk, int window)
+{
+    sim_init(s, a.nranks, chunk, window);
+    for (int r = 0; r < a.nranks; r++) {
+        struct sched sc;
+        a.rank = r;
+        sched_init(&sc, a.dt, a.op, a.nranks);
+        fc_result_t rc = al->build(&sc, &a);
+        cr_assert_eq(rc, FC_SUCCESS);
+        cr_assert_eq(sc.build_err, FC_SUCCESS);
+        int bad = sim_add(s, &sc);
+        sched_release(&sc);
+        if (bad)
+            return -1;
+    }
+    return sim_run(s, A, B, G);
+}
+
+static int simulate(const struct coll_algo *al, struct coll_args a, struct sim *s)
+{
+    return simulate_chunked(al, a, s, 0, 1);
+}
+
+static struct coll_args args_for(enum coll_kind k, int n, size_t count, int root)
+{
+    struct coll_args a = {.kind = k, .nranks = n, .root = root % n, .dt = FC_FLOAT32,
+                          .op = FC_SUM, .esize = 4};
+    a.count = k == COLL_BARRIER ? 0 : count;
+    return a;
+}
+
+/* Every algorithm's schedules match message for message, at sizes the
+ * loopback tests cannot reach with data. */
+static void agree_at(int n)
+{
+    static const size_t counts[] = {1000, 0, 1};
+    size_t ncounts = n > 100 ? 2 : 3;
+    for (int i = 0; coll_algos[i]; i++) {
+        const struct coll_algo *al = coll_algos[i];
+        for (size_t c = 0; c < ncounts; c++) {
+            struct coll_args a = args_for(al->kind, n, counts[c], n / 3 + (int)c);
+            if (al->check && !al->check(&a))
+                continue;
+            struct sim s;
+            int bad = simulate(al, a, &s);
+            cr_assert_eq(bad, 0, "%s/%s n=%d count=%zu: %s", coll_kind_name(al->kind), al->name,
+                         n, a.count, s.err);
+            cr_assert_eq(s.done, s.nsteps);
+            if (n > 1 && (a.count || al->kind == COLL_BARRIER))
+                cr_assert_gt(s.end, 0.0, "%s/%s n=%d: no time passed", coll_kind_name(al->kind),
+                             al->name, n);
+            sim_free(&s);
+        }
+    }
+}
+
+Test(sim, all_algorithms_agree_at_1_to_9_ranks)
+{
+    for (int n = 1; n <= 9; n++)
+        agree_at(n);
+}
+Test(sim, all_algorithms_agree_at_33_64_1000, .timeout = 300)
+{
+    agree_at(33);
+    agree_at(64);
+    agree_at(1000);
+}
+/* 4096 ranks is fc_sim's ceiling; the O(n)-step algorithms take about a
+ * minute each there, so make check stops at 1024 (fc_sim -n 4096 goes on). */
+Test(sim, all_algorithms_agree_at_1024, .timeout = 600) { agree_at(1024); }
+
+/* The closed-form cost models describe the schedules they price: the
+ * simulation of the real schedule lands near the model's prediction. */
+static void model_close_c(const char *kind, const char *algo, int n, size_t count, double tol,
+                          size_t chunk)
+{
+    enum coll_kind k = (enum coll_kind)coll_kind_from_name(kind, strlen(kind));
+    const struct coll_algo *al = coll_algo_find(k, algo, strlen(algo));
+    cr_assert_not_null(al);
+    struct coll_args a = args_for(k, n, count, 0);
+    struct sim s;
+    cr_assert_eq(simulate_chunked(al, a, &s, chunk, 4), 0, "%s", s.err);
+    struct coll_cost c = {A, B, G, (double)chunk};
+    double model = al->cost(&a, &c);
+    cr_assert(fabs(s.end - model) <= tol * model,
+              "%s/%s n=%d count=%zu: simulated %.3g us, model %.3g us (tolerance %.0f%%)", kind,
+              algo, n, count, s.end * 1e6, model * 1e6, tol * 100);
+    sim_free(&s);
+}
+
+static void model_close(const char *kind, const char *algo, int n, size_t count, double tol)
+{
+    model_close_c(kind, algo, n, count, tol, 0);
+}
+
+Test(sim, models_match_simulation)
+{
+    for (int n = 2; n <= 64; n *= 2) {
+        model_close("allreduce", "ring", n, 1 << 20, 0.05);
+        model_close("allreduce", "rd", n, 256, 0.05);
+        model_close("allreduce", "rabenseifner", n, 1 << 20, 0.15);
+        model_close("bcast", "binomial", n, 256, 0.05);
+        model_close("allgather", "ring", n, 4096, 0.05);
+        model_close("reduce_scatter", "ring", n, 4096, 0.05);
+        model_close("barrier", "dissemination", n, 0, 0.05);
+        /* pipelined: 16 chunks of 64 KiB */
+        model_close_c("bcast", "chain", n, 1 << 18, 0.05, 65536);
+    }
+}
