@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every algorithm of every collective, over the in-process loopback
- * transport: rank counts 1..17 and 64 (and larger samples), counts 0, 1,
+ * transport: rank counts 1..33 and 64 exhaustively, and a sample at 128,
+ * 1000 and 1024 ranks; counts 0, 1,
  * fewer than the ranks, not divisible by the ranks, and large; every
  * datatype and op; in place and out of place; one chunk and many chunks;
  * completions in order and shuffled.
@@ -59,14 +60,15 @@ static size_t counts_for(int n, int i)
     }
 }
 
-/* All datatypes x ops x counts x in-place for n in 1..17 and 64, two
+/* All datatypes x ops x counts x in-place for n in 1..33 and 64, two
  * engine settings (one chunk; 64-byte chunks shuffled). */
 static void sweep(const char *kind_name, const char *algo)
 {
     int k = coll_kind_from_name(kind_name, strlen(kind_name));
     const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
     cr_assert_not_null(al, "no algorithm %s/%s", kind_name, algo);
-    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 64};
+    static const int ns[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
+                             18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 64};
     for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
         int n = ns[ni];
         for (int ci = 0; ci < 5; ci++) {
@@ -156,7 +158,8 @@ Test(barrier, dissemination_waits_for_everyone, .timeout = 120)
 #define ALGO_TESTS(kind, algo)                                                                 \
     Test(kind, algo##_sweep, .timeout = 300) { sweep(#kind, #algo); }                          \
     Test(kind, algo##_128, .timeout = 300) { big(#kind, #algo, 128); }                         \
-    Test(kind, algo##_1000, .timeout = 300) { big(#kind, #algo, 1000); }
+    Test(kind, algo##_1000, .timeout = 300) { big(#kind, #algo, 1000); }                       \
+    Test(kind, algo##_1024, .timeout = 300) { big(#kind, #algo, 1024); }
 
 ALGO_TESTS(allreduce, ring)
 ALGO_TESTS(allreduce, rd)
