@@ -283,6 +283,21 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     else if (cfg->proto == CFG_PROTO_AUTO && eager < p->inject_size)
         p->inject_size = eager;
     p->retry_count = cfg->retry_count;
+    /* fabcoll's RMA rendezvous needs writes with remote CQ data of at least
+     * 4 bytes that need no posted receive, and keys that fit 64 bits */
+    const char *no_rndv = NULL;
+    if (!(p->info->caps & FI_RMA))
+        no_rndv = "the provider offers no FI_RMA";
+    else if (p->info->domain_attr->cq_data_size < 4)
+        no_rndv = "remote CQ data is shorter than 4 bytes";
+    else if (p->info->mode & FI_RX_CQ_DATA)
+        no_rndv = "remote CQ data would consume posted receives (FI_RX_CQ_DATA)";
+    else if (p->mr_mode & FI_MR_RAW)
+        no_rndv = "keys are raw (FI_MR_RAW)";
+    /* whether it may be used (the registration cache is wanted then); the
+     * threshold is set below, once it is known whether device memory goes
+     * to the fabric */
+    p->rndv_min = !no_rndv && (prov_rndv_min(p, cfg) || (p->info->caps & FI_HMEM));
     prov_mr_cache_init(p, cfg->mr_cache_max);
     p->dev_cache_max = cfg->mr_cache_max;
     rc = prov_hmem_probe(p, cfg);
@@ -302,8 +317,27 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
             snprintf((*out)->hmem_why, sizeof((*out)->hmem_why), "%s", why);
         return rc;
     }
-    FC_INFO(LOG_NET, "opened %s: fabric %s, domain %s, inject %zu, mr_mode 0x%llx%s, wait %s",
-            name, fab, dom, p->inject_size, (unsigned long long)p->mr_mode,
+    if (p->rndv_min) {
+        p->rndv_min = prov_rndv_min(p, cfg);
+        /* can a registration be written remotely? */
+        static char probe[64];
+        struct prov_mr *m = NULL;
+        if (p->rndv_min &&
+            (prov_mr_acquire(p, probe, sizeof(probe), &m) != FC_SUCCESS || !m->remote)) {
+            p->rndv_min = 0;
+            no_rndv = "registrations cannot be given remote write access";
+        }
+        prov_mr_release(p, m);
+    }
+    if (!p->rndv_min && no_rndv && cfg->proto == CFG_PROTO_RNDV)
+        FC_INFO(LOG_NET, "%s: FC_PROTO=rndv, but no RMA rendezvous: %s; large messages use "
+                "the provider's tagged protocol", name, no_rndv);
+    char rv[48] = "off";
+    if (p->rndv_min)
+        snprintf(rv, sizeof(rv), "from %zu bytes", p->rndv_min);
+    FC_INFO(LOG_NET, "opened %s: fabric %s, domain %s, inject %zu, RMA rendezvous %s, mr_mode "
+            "0x%llx%s, wait %s",
+            name, fab, dom, p->inject_size, rv, (unsigned long long)p->mr_mode,
             cfg->mr_mode_force ? " (FC_MR_MODE adds bits)" : "", p->wait_fd >= 0 ? "fd" : "poll");
     *out = p;
     return FC_SUCCESS;
@@ -352,6 +386,21 @@ void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr)
     attr->nrails = 1;
 }
 
+size_t prov_rndv_min_get(const struct prov_ep *p)
+{
+    return p->rndv_min;
+}
+
+void prov_rndv_min_set(struct prov_ep *p, size_t v)
+{
+    p->rndv_min = v;
+}
+
+uint64_t prov_rndv_count(const struct prov_ep *p)
+{
+    return p->rndv_count;
+}
+
 void prov_stop(struct prov_ep *p)
 {
     if (p && p->ep) {
@@ -365,6 +414,7 @@ void prov_close(struct prov_ep *p)
     if (!p)
         return;
     prov_stop(p);
+    prov_rndv_fini(p);
     prov_mem_pool_drain(p);
     prov_mr_close_all(p);
     if (p->av)

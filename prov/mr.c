@@ -34,6 +34,7 @@ static fc_result_t reg(struct prov_ep *p, void *buf, size_t len, struct prov_mr 
     uint64_t key = (p->prov_mr_mode & FI_MR_PROV_KEY) ? 0 : p->next_key++;
     uint64_t flags = 0;
     int ret = fi_mr_reg(p->domain, buf, len, access, 0, key, flags, &m->mr, NULL);
+    m->remote = ret == 0;
     if (ret == -FI_EINVAL || ret == -FI_ENOSYS) /* providers without remote access rights */
         ret = fi_mr_reg(p->domain, buf, len, FI_SEND | FI_RECV, 0, key, flags, &m->mr, NULL);
     if (ret) {
@@ -74,7 +75,7 @@ void prov_mr_cache_init(struct prov_ep *p, size_t max_bytes)
 {
     const char *why = "";
     p->mr_cache_max = 0;
-    if (!(p->mr_mode & FI_MR_LOCAL))
+    if (!(p->mr_mode & FI_MR_LOCAL) && !p->rndv_min)
         return; /* nothing to register for transfers */
     if (max_bytes == 0) {
         FC_INFO(LOG_MR, "registration cache off (FC_MR_CACHE_MAX=0): user buffers are "
@@ -242,6 +243,7 @@ static fc_result_t dev_acquire(struct prov_ep *p, const char *b, size_t len,
     m->refs = 1;
     m->cached = 1;
     m->dev_buffer_id = gp->buffer_id;
+    m->remote = 1;
     p->mr_cached_bytes += size;
     m->next = p->mrs;
     p->mrs = m;

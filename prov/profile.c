@@ -15,29 +15,41 @@ struct profile {
     size_t chunk;        /* pipeline chunk, bytes */
     int window;          /* chunks in flight per step */
     size_t eager_max;    /* largest eager message */
+    size_t rndv_min;     /* smallest message for the RMA rendezvous (0: never) */
     double alpha, beta;  /* cost model: s per message, s per byte */
 };
+
+/* Smallest message for fabcoll's RMA rendezvous (0: never). On host memory
+ * shm already moves large messages with one copy (CMA) and tcp streams them
+ * through the socket: the rendezvous's extra clear-to-send only costs there
+ * (fc_perf, 2 ranks, 256 KiB-16 MiB: equal to 25% slower), so both leave
+ * large messages to the provider's protocol. RDMA providers write user
+ * memory directly (not measured here: no RDMA hardware). Endpoints that
+ * take device memory (gdr) use R_DEV whatever the provider. */
+#define R_SHM 0
+#define R_TCP 0
+#define R_DEV (64 << 10)
 
 /* The ladder: shm (single node) first, native RDMA providers, then tcp,
  * other emulations, sockets last. Numbers are conservative defaults; the
  * tuner's table for the cost model. */
 static const struct profile profiles[] = {
-    {"shm", FC_TIER_SHM, 0, 512 << 10, 4, 16 << 10, 1.5e-6, 1.0 / 4.0e9},
-    {"verbs", FC_TIER_RDMA, 100, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
-    {"efa", FC_TIER_RDMA, 101, 512 << 10, 8, 8 << 10, 15e-6, 1.0 / 10e9},
-    {"psm3", FC_TIER_RDMA, 102, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
-    {"cxi", FC_TIER_RDMA, 103, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 20e9},
-    {"opx", FC_TIER_RDMA, 104, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
-    {"psm2", FC_TIER_RDMA, 105, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
-    {"ucx", FC_TIER_RDMA, 106, 512 << 10, 8, 8 << 10, 3e-6, 1.0 / 10e9},
-    {"usnic", FC_TIER_RDMA, 107, 512 << 10, 8, 8 << 10, 5e-6, 1.0 / 5e9},
-    {"tcp", FC_TIER_NET, 200, 1 << 20, 4, 64 << 10, 25e-6, 1.0 / 1.5e9},
-    {"net", FC_TIER_NET, 250, 1 << 20, 4, 64 << 10, 25e-6, 1.0 / 1.5e9},
-    {"udp", FC_TIER_NET, 300, 256 << 10, 4, 16 << 10, 50e-6, 1.0 / 0.5e9},
-    {"sockets", FC_TIER_NET, 350, 256 << 10, 4, 16 << 10, 50e-6, 1.0 / 0.8e9},
+    {"shm", FC_TIER_SHM, 0, 512 << 10, 4, 16 << 10, R_SHM, 1.5e-6, 1.0 / 4.0e9},
+    {"verbs", FC_TIER_RDMA, 100, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
+    {"efa", FC_TIER_RDMA, 101, 512 << 10, 8, 8 << 10, 256 << 10, 15e-6, 1.0 / 10e9},
+    {"psm3", FC_TIER_RDMA, 102, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
+    {"cxi", FC_TIER_RDMA, 103, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 20e9},
+    {"opx", FC_TIER_RDMA, 104, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
+    {"psm2", FC_TIER_RDMA, 105, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
+    {"ucx", FC_TIER_RDMA, 106, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
+    {"usnic", FC_TIER_RDMA, 107, 512 << 10, 8, 8 << 10, 256 << 10, 5e-6, 1.0 / 5e9},
+    {"tcp", FC_TIER_NET, 200, 1 << 20, 4, 64 << 10, R_TCP, 25e-6, 1.0 / 1.5e9},
+    {"net", FC_TIER_NET, 250, 1 << 20, 4, 64 << 10, R_TCP, 25e-6, 1.0 / 1.5e9},
+    {"udp", FC_TIER_NET, 300, 256 << 10, 4, 16 << 10, 0, 50e-6, 1.0 / 0.5e9},
+    {"sockets", FC_TIER_NET, 350, 256 << 10, 4, 16 << 10, 0, 50e-6, 1.0 / 0.8e9},
 };
 static const struct profile unknown = {"", FC_TIER_NET, 275, 512 << 10, 4, 16 << 10,
-                                       25e-6, 1.0 / 1e9};
+                                       0, 25e-6, 1.0 / 1e9};
 
 static const struct profile *profile_of(const char *name)
 {
@@ -66,6 +78,19 @@ void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, size_t *chunk, int *
     *chunk = cfg->chunk_size ? cfg->chunk_size : pr->chunk;
     *window = cfg->inflight > 0 ? cfg->inflight : pr->window;
     *eager_max = cfg->eager_max ? cfg->eager_max : pr->eager_max;
+}
+
+size_t prov_rndv_min(const struct prov_ep *p, const cfg_t *cfg)
+{
+    if (cfg->proto == CFG_PROTO_EAGER)
+        return 0;
+    if (cfg->proto == CFG_PROTO_RNDV)
+        return 1;
+    if (cfg->rndv_min)
+        return cfg->rndv_min;
+    /* device memory on the gdr tier: the provider's RMA (CUDA IPC, GPUDirect
+     * RDMA) moves it without staging in its own bounce buffers */
+    return p->hmem ? R_DEV : profile_of(p->prov_name)->rndv_min;
 }
 
 void prov_pipeline_params(const char *name, size_t *chunk, int *window)

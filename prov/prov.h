@@ -88,6 +88,12 @@ void prov_cost_params(const char *prov_name, int nnodes, double *alpha, double *
 /* The provider table's pipeline defaults (chunk bytes, chunks in flight),
  * before FC_* overrides. */
 void prov_pipeline_params(const char *prov_name, size_t *chunk, int *window);
+/* The endpoint's RMA rendezvous threshold (0: none); every rank must use
+ * the same, so the communicator agrees on it after the endpoints open. */
+size_t prov_rndv_min_get(const struct prov_ep *p);
+void prov_rndv_min_set(struct prov_ep *p, size_t v);
+/* Messages sent and received by the RMA rendezvous so far. */
+uint64_t prov_rndv_count(const struct prov_ep *p);
 /* Tier of a provider by name (the ladder). */
 fc_tier_t prov_tier_of(const char *prov_name);
 /* Closes the endpoint: no transfer runs and no completion arrives after

@@ -29,6 +29,7 @@ struct prov_mr {
     int persistent; /* memory the transport handed out */
     int cached;     /* a watched user buffer: kept after its last use */
     int stale;      /* its memory was freed or unmapped: never reuse */
+    int remote;     /* registered with remote read/write access */
     uint64_t dev_buffer_id; /* device memory: the allocation it belongs to (0: host) */
 };
 
@@ -62,6 +63,15 @@ struct prov_ep {
     uint64_t mr_mode;     /* what we honour: provider's demand | FC_MR_MODE */
     uint64_t prov_mr_mode; /* what the provider itself demands */
     size_t inject_size;   /* what fabcoll injects: provider's limit, FC_PROTO, FC_EAGER_MAX */
+    size_t rndv_min;      /* messages of this many bytes and more go by the RMA
+                             rendezvous (0: never; FI_RMA and remote keys needed) */
+    uint64_t rndv_count;  /* messages sent and received that way */
+    struct rndv **rndv_tab; /* by index, for the remote CQ data that names them */
+    uint32_t rndv_n;
+    struct rndv *rndv_free;  /* idle */
+    struct rndv *rndv_retry; /* writes to post again (the provider said EAGAIN) */
+    void **rndv_slabs;       /* registered memory the entries live in */
+    int rndv_nslabs;
     int retry_count;      /* FC_RETRY_COUNT */
     uint64_t next_key;    /* requested keys when the provider does not pick them */
     struct prov_mr *mrs;  /* registrations */
@@ -113,6 +123,8 @@ void prov_mem_pool_drain(struct prov_ep *p);
 
 /* xfer.c */
 extern const struct transport_ops prov_transport_ops;
+/* Frees the rendezvous entries (after the endpoint is closed). */
+void prov_rndv_fini(struct prov_ep *p);
 
 /* hmem.c */
 /* Whether to ask the provider for FI_HMEM (a GPU is here, FC_GDR != off). */
@@ -126,5 +138,8 @@ fc_result_t prov_hmem_reg(struct prov_ep *p, void *buf, size_t len, int device, 
 
 /* profile.c */
 uint16_t prov_pref_of(const char *prov_name);
+/* Smallest message for the RMA rendezvous under cfg (FC_PROTO, FC_RNDV_MIN,
+ * the profile); 0: never. */
+size_t prov_rndv_min(const struct prov_ep *p, const cfg_t *cfg);
 
 #endif /* FC_PROV_INT_H */

@@ -1,11 +1,25 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The libfabric transport: tagged sends and receives, inject for small
- * messages, completion-queue progress with error entries turned into
- * fabcoll errors that name the peer, and a wait that sleeps on the CQ's
- * file descriptor when the provider has one.
+ * messages, a zero-copy RMA rendezvous for large ones, completion-queue
+ * progress with error entries turned into fabcoll errors that name the
+ * peer, and a wait that sleeps on the CQ's file descriptor when the
+ * provider has one.
+ *
+ * The rendezvous (messages of rndv_min bytes and more, where the provider
+ * offers FI_RMA): both ends choose it from the length alone, which they
+ * share. The receiver registers its buffer for remote writes and sends a
+ * clear-to-send (CTS: address, key, expected length, and an id) tagged
+ * with the message's tag | XFER_TAG_TRANSPORT; the sender, which posted a
+ * receive for that CTS, writes its buffer straight into the receiver's with
+ * fi_writedata, whose remote CQ data (the id) completes the receive at the
+ * target. Two messages, no copy through bounce buffers, and the provider's
+ * own RDMA (or CMA, or CUDA IPC) does the moving. A sender whose length
+ * differs from the receiver's writes what fits and flags the id, so both
+ * ends report the mismatch.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <poll.h>
 #include <sys/uio.h>
 #include <sched.h>
@@ -70,12 +84,359 @@ static int is_device(const struct prov_ep *p, const void *buf)
     return gp.kind == GPU_DEVICE;
 }
 
+/* ---- RMA rendezvous ------------------------------------------------------ */
+
+#define RNDV_MAGIC 0x66635f6374735f31ull /* "fc_cts_1" */
+#define RNDV_MISMATCH 0x80000000u        /* in the remote CQ data: lengths differ */
+#define RNDV_IDX_BITS 20
+#define RNDV_SLAB 64
+
+struct rndv_cts {
+    uint64_t magic;
+    uint64_t addr;   /* where to write: virtual address or offset in the registration */
+    uint64_t key;
+    uint64_t expect; /* bytes the receiver expects */
+    uint64_t cap;    /* bytes it can take */
+    uint32_t id;     /* remote CQ data the write must carry */
+    uint32_t pad;
+};
+
+struct rndv {
+    struct xfer ix;       /* the CTS receive (sender) or send (receiver) */
+    struct xfer wx;       /* the write (sender) */
+    struct rndv_cts cts;  /* in registered memory (the slab) */
+    void *cts_desc;
+    struct prov_ep *p;
+    struct xfer *user;    /* the engine's transfer; NULL once it was completed */
+    struct prov_mr *mr;   /* the user buffer's registration */
+    uint32_t id;          /* index | generation << RNDV_IDX_BITS, < RNDV_MISMATCH */
+    int pending;          /* operations still to complete before it is idle */
+    int mismatch;
+    size_t wlen;
+    struct rndv *next;
+};
+
+static struct rndv *rndv_get(struct prov_ep *p)
+{
+    if (!p->rndv_free) {
+        if (p->rndv_n + RNDV_SLAB >= (1u << RNDV_IDX_BITS))
+            return NULL;
+        size_t sz = RNDV_SLAB * sizeof(struct rndv);
+        struct rndv *slab = prov_mem_alloc(&p->base, sz);
+        void **slabs = realloc(p->rndv_slabs, (size_t)(p->rndv_nslabs + 1) * sizeof(void *));
+        struct rndv **tab = realloc(p->rndv_tab, (p->rndv_n + RNDV_SLAB) * sizeof(*tab));
+        if (slabs)
+            p->rndv_slabs = slabs;
+        if (tab)
+            p->rndv_tab = tab;
+        if (!slab || !slabs || !tab) {
+            if (slab)
+                prov_mem_free(&p->base, slab, sz);
+            return NULL;
+        }
+        p->rndv_slabs[p->rndv_nslabs++] = slab;
+        memset(slab, 0, sz);
+        void *desc = NULL;
+        struct prov_mr *m = NULL;
+        if ((p->mr_mode & FI_MR_LOCAL) && prov_mr_acquire(p, slab, sz, &m) == FC_SUCCESS) {
+            desc = m->desc; /* a persistent registration: stays until close */
+            prov_mr_release(p, m);
+        }
+        for (int i = RNDV_SLAB - 1; i >= 0; i--) {
+            struct rndv *r = &slab[i];
+            r->p = p;
+            r->cts_desc = desc;
+            r->id = p->rndv_n + (uint32_t)i;
+            p->rndv_tab[r->id] = r;
+            r->next = p->rndv_free;
+            p->rndv_free = r;
+        }
+        p->rndv_n += RNDV_SLAB;
+    }
+    struct rndv *r = p->rndv_free;
+    p->rndv_free = r->next;
+    r->next = NULL;
+    r->user = NULL;
+    r->mr = NULL;
+    r->mismatch = 0;
+    r->pending = 0;
+    return r;
+}
+
+static void rndv_put(struct rndv *r)
+{
+    struct prov_ep *p = r->p;
+    prov_mr_release(p, r->mr);
+    r->mr = NULL;
+    r->user = NULL;
+    /* a new generation: a late or stray write naming the old id is ignored */
+    uint32_t idx = r->id & ((1u << RNDV_IDX_BITS) - 1);
+    uint32_t gen = ((r->id >> RNDV_IDX_BITS) + 1) & ((RNDV_MISMATCH >> RNDV_IDX_BITS) - 1);
+    r->id = idx | gen << RNDV_IDX_BITS;
+    r->next = p->rndv_free;
+    p->rndv_free = r;
+}
+
+void prov_rndv_fini(struct prov_ep *p)
+{
+    for (int i = 0; i < p->rndv_nslabs; i++)
+        prov_mem_free(&p->base, p->rndv_slabs[i], RNDV_SLAB * sizeof(struct rndv));
+    free(p->rndv_slabs);
+    free(p->rndv_tab);
+    p->rndv_slabs = NULL;
+    p->rndv_tab = NULL;
+    p->rndv_nslabs = 0;
+    p->rndv_n = 0;
+    p->rndv_free = p->rndv_retry = NULL;
+}
+
+/* Completes the engine's transfer of r once (with an error message when
+ * status is not success). */
+static void rndv_finish(struct rndv *r, fc_result_t status, size_t len, const char *msg)
+{
+    struct xfer *x = r->user;
+    if (!x)
+        return;
+    r->user = NULL;
+    prov_mr_release(r->p, r->mr);
+    r->mr = NULL;
+    if (status != FC_SUCCESS)
+        x->errmsg = msg;
+    x->done(x, status, len);
+}
+
+static void rndv_unref(struct rndv *r)
+{
+    if (--r->pending == 0)
+        rndv_put(r);
+}
+
+static void rndv_write_done(struct xfer *wx, fc_result_t status, size_t len);
+
+/* The sender's write; 0 posted, 1 to retry later. */
+static int rndv_write(struct rndv *r)
+{
+    struct prov_ep *p = r->p;
+    struct xfer *x = r->user;
+    uint64_t data = r->cts.id | (r->mismatch ? RNDV_MISMATCH : 0);
+    ssize_t ret = fi_writedata(p->ep, x->buf, r->wlen, r->mr ? r->mr->desc : NULL, data,
+                               p->addrs[x->peer], r->cts.addr, r->cts.key, &r->wx);
+    for (int a = 0; transient(ret) && a < p->retry_count; a++) {
+        backoff(a);
+        ret = fi_writedata(p->ep, x->buf, r->wlen, r->mr ? r->mr->desc : NULL, data,
+                           p->addrs[x->peer], r->cts.addr, r->cts.key, &r->wx);
+    }
+    if (ret == -FI_EAGAIN)
+        return 1;
+    if (ret) {
+        post_error(p, "fi_writedata (rendezvous)", x->peer, r->wlen, (int)ret);
+        snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
+        rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
+        rndv_unref(r);
+        return 0;
+    }
+    return 0;
+}
+
+/* Sender: the receiver's CTS arrived; write. */
+static void rndv_cts_arrived(struct xfer *ix, fc_result_t status, size_t len)
+{
+    struct rndv *r = (struct rndv *)ix;
+    struct prov_ep *p = r->p;
+    struct xfer *x = r->user;
+    if (status != FC_SUCCESS) {
+        rndv_finish(r, status, 0, ix->errmsg);
+        rndv_unref(r);
+        return;
+    }
+    if (len != sizeof(r->cts) || r->cts.magic != RNDV_MAGIC) {
+        snprintf(p->errbuf, sizeof(p->errbuf),
+                 "rendezvous send of %zu bytes to rank %d (%s): the receiver answered with %zu "
+                 "bytes that are not a clear-to-send; do all ranks pass the same counts, and "
+                 "the same FC_PROTO?",
+                 x->len, x->peer, p->names ? p->names[x->peer] : "?", len);
+        rndv_finish(r, FC_ERR_INVALID_ARGUMENT, 0, p->errbuf);
+        rndv_unref(r);
+        return;
+    }
+    r->wlen = x->len;
+    if (x->len != r->cts.expect) {
+        r->mismatch = 1;
+        r->wlen = x->len < r->cts.cap ? x->len : r->cts.cap;
+    }
+    if (rndv_write(r)) {
+        r->next = p->rndv_retry;
+        p->rndv_retry = r;
+    }
+}
+
+static void rndv_write_done(struct xfer *wx, fc_result_t status, size_t len)
+{
+    (void)len;
+    struct rndv *r = (struct rndv *)((char *)wx - offsetof(struct rndv, wx));
+    struct prov_ep *p = r->p;
+    struct xfer *x = r->user;
+    /* a length mismatch is the receiver's error (as with tagged messages):
+     * the send itself went out */
+    if (status == FC_SUCCESS && r->mismatch && x)
+        FC_TRACE(LOG_NET, "rendezvous: sent %zu bytes to rank %d, which expects %llu",
+                 x->len, x->peer, (unsigned long long)r->cts.expect);
+    rndv_finish(r, status, x ? x->len : 0, wx->errmsg);
+    if (status == FC_SUCCESS)
+        p->rndv_count++;
+    rndv_unref(r);
+}
+
+/* Receiver: the CTS went out (the data may have arrived already). */
+static void rndv_cts_sent(struct xfer *ix, fc_result_t status, size_t len)
+{
+    (void)len;
+    struct rndv *r = (struct rndv *)ix;
+    if (status != FC_SUCCESS)
+        rndv_finish(r, status, 0, ix->errmsg);
+    rndv_unref(r);
+}
+
+/* Receiver: a write carrying remote CQ data landed. */
+static void rndv_data_arrived(struct prov_ep *p, uint64_t data)
+{
+    uint32_t id = (uint32_t)data & ~RNDV_MISMATCH;
+    uint32_t idx = id & ((1u << RNDV_IDX_BITS) - 1);
+    struct rndv *r = idx < p->rndv_n ? p->rndv_tab[idx] : NULL;
+    if (!r || r->id != id || !r->user) {
+        FC_WARN(LOG_NET, "a rendezvous write named id 0x%x that no receive waits for: ignored",
+                id);
+        return;
+    }
+    struct xfer *x = r->user;
+    if (data & RNDV_MISMATCH) {
+        snprintf(p->errbuf, sizeof(p->errbuf),
+                 "message length mismatch: rank %d (%s) sent a message of a different length "
+                 "than the %zu bytes this rank expects: do all ranks pass the same count, "
+                 "datatype and root?",
+                 x->peer, p->names ? p->names[x->peer] : "?", x->len);
+        rndv_finish(r, FC_ERR_INVALID_ARGUMENT, 0, p->errbuf);
+    } else {
+        p->rndv_count++;
+        rndv_finish(r, FC_SUCCESS, x->len, NULL);
+    }
+    rndv_unref(r);
+}
+
+static int use_rndv(const struct prov_ep *p, const struct xfer *x, size_t len)
+{
+    return p->rndv_min && len >= p->rndv_min && !x->delivery;
+}
+
+static fc_result_t rndv_send(struct prov_ep *p, int peer, uint64_t tag, const void *buf,
+                             size_t len, struct xfer *x)
+{
+    struct rndv *r = rndv_get(p);
+    if (!r)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a rendezvous");
+    if ((p->mr_mode & FI_MR_LOCAL) || is_device(p, buf)) {
+        fc_result_t rc = prov_mr_acquire(p, buf, len, &r->mr);
+        if (rc != FC_SUCCESS) {
+            rndv_put(r);
+            return rc;
+        }
+    }
+    r->user = x;
+    r->ix.done = rndv_cts_arrived;
+    r->ix.is_send = 0;
+    r->ix.peer = peer;
+    r->ix.len = sizeof(r->cts);
+    r->wx.done = rndv_write_done;
+    r->wx.is_send = 1;
+    r->wx.peer = peer;
+    r->wx.len = len;
+    r->pending = 1;
+    ssize_t ret = fi_trecv(p->ep, &r->cts, sizeof(r->cts), r->cts_desc, p->addrs[peer],
+                           tag | XFER_TAG_TRANSPORT, 0, &r->ix);
+    if (ret) {
+        r->pending = 0;
+        rndv_put(r);
+        if (ret == -FI_EAGAIN)
+            return FC_AGAIN;
+        return post_error(p, "fi_trecv (rendezvous clear-to-send)", peer, len, (int)ret);
+    }
+    x->tpriv = NULL;
+    return FC_SUCCESS;
+}
+
+static fc_result_t rndv_recv(struct prov_ep *p, int peer, uint64_t tag, void *buf, size_t len,
+                             struct xfer *x)
+{
+    struct rndv *r = rndv_get(p);
+    if (!r)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a rendezvous");
+    fc_result_t rc = prov_mr_acquire(p, buf, len, &r->mr);
+    if (rc != FC_SUCCESS) {
+        rndv_put(r);
+        return rc;
+    }
+    struct prov_mr *m = r->mr;
+    r->cts.magic = RNDV_MAGIC;
+    r->cts.addr = (p->prov_mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf
+                                                 : (uint64_t)((char *)buf - m->base);
+    r->cts.key = m->key;
+    r->cts.expect = x->len;
+    r->cts.cap = len;
+    r->cts.id = r->id;
+    FC_TRACE(LOG_NET, "rendezvous receive of %zu bytes from rank %d: %s 0x%llx, key 0x%llx, id 0x%x",
+             x->len, peer, (p->prov_mr_mode & FI_MR_VIRT_ADDR) ? "address" : "offset",
+             (unsigned long long)r->cts.addr, (unsigned long long)r->cts.key, r->id);
+    r->user = x;
+    r->ix.done = rndv_cts_sent;
+    r->ix.is_send = 1;
+    r->ix.peer = peer;
+    r->ix.len = sizeof(r->cts);
+    r->pending = 2; /* the CTS send and the data */
+    ssize_t ret = fi_tsend(p->ep, &r->cts, sizeof(r->cts), r->cts_desc, p->addrs[peer],
+                           tag | XFER_TAG_TRANSPORT, &r->ix);
+    if (ret) {
+        r->pending = 0;
+        r->user = NULL;
+        rndv_put(r);
+        if (ret == -FI_EAGAIN)
+            return FC_AGAIN;
+        return post_error(p, "fi_tsend (rendezvous clear-to-send)", peer, len, (int)ret);
+    }
+    x->tpriv = NULL;
+    return FC_SUCCESS;
+}
+
+/* Writes the provider refused for now (EAGAIN), posted again. */
+static void rndv_retry(struct prov_ep *p)
+{
+    struct rndv *list = p->rndv_retry, *keep = NULL;
+    p->rndv_retry = NULL;
+    while (list) {
+        struct rndv *r = list;
+        list = r->next;
+        r->next = NULL;
+        if (rndv_write(r)) {
+            r->next = keep;
+            keep = r;
+        }
+    }
+    /* what was appended meanwhile (nothing: writes are posted here alone) */
+    while (keep) {
+        struct rndv *r = keep;
+        keep = r->next;
+        r->next = p->rndv_retry;
+        p->rndv_retry = r;
+    }
+}
+
 static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const void *buf,
                            size_t len, struct xfer *x)
 {
     struct prov_ep *p = ep_of(t);
     fi_addr_t dst = p->addrs[peer];
     x->tpriv = NULL;
+    if (use_rndv(p, x, len))
+        return rndv_send(p, peer, tag, buf, len, x);
     /* shm writes into the peer's queue at once (and its delivery-complete
      * sends of zero bytes never complete in libfabric 1.17): no need */
     if (x->delivery && p->tier != FC_TIER_SHM) {
@@ -143,6 +504,10 @@ static fc_result_t pe_recv(struct transport *t, int peer, uint64_t tag, void *bu
     void *desc = NULL;
     struct prov_mr *m = NULL;
     x->tpriv = NULL;
+    /* the expected length decides, as at the sender (len may be larger, to
+     * catch a longer message) */
+    if (use_rndv(p, x, x->len))
+        return rndv_recv(p, peer, tag, buf, len, x);
     if (((p->mr_mode & FI_MR_LOCAL) || is_device(p, buf)) && len > 0) {
         fc_result_t rc = prov_mr_acquire(p, buf, len, &m);
         if (rc != FC_SUCCESS)
@@ -209,6 +574,8 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
 {
     struct prov_ep *p = ep_of(t);
     int n = 0;
+    if (p->rndv_retry)
+        rndv_retry(p);
     /* locally completed injects first */
     if (p->nlocal) {
         size_t k = p->nlocal;
@@ -253,6 +620,10 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
                           p->prov_name, fi_strerror((int)-got), got);
         }
         for (ssize_t i = 0; i < got; i++) {
+            if (ent[i].flags & FI_REMOTE_CQ_DATA) {
+                rndv_data_arrived(p, ent[i].data);
+                continue;
+            }
             struct xfer *x = ent[i].op_context;
             prov_mr_release(p, x->tpriv);
             x->tpriv = NULL;

@@ -332,6 +332,9 @@ struct rank_info {
     uint64_t chunk;
     int32_t window;
     int32_t spin;
+    uint64_t rndv_min;
+    int32_t proto;
+    int32_t pad2;
     char err[384];
     struct prov_list provs;
 };
@@ -339,6 +342,7 @@ struct rank_info {
 struct addr_info {
     int32_t status;
     uint32_t len;
+    uint64_t rndv_min;
     char err[384];
     char addr[PROV_ADDR_MAX];
 };
@@ -499,6 +503,8 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     mine.version = FC_VERSION_CODE;
     mine.chunk = cfg->chunk_size;
     mine.window = cfg->inflight;
+    mine.proto = cfg->proto;
+    mine.rndv_min = cfg->rndv_min;
     rc = prov_discover(cfg, &mine.provs);
     if (rc != FC_SUCCESS) {
         mine.status = rc;
@@ -549,10 +555,12 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
             goto fail;
         }
     }
-    /* rank 0's pipeline settings for everyone: both ends of a message must
-     * cut it into the same chunks */
+    /* rank 0's pipeline and protocol settings for everyone: both ends of a
+     * message must cut it into the same chunks and pick the same protocol */
     c->cfg.chunk_size = infos[0].chunk;
     c->cfg.inflight = infos[0].window;
+    c->cfg.proto = infos[0].proto;
+    c->cfg.rndv_min = infos[0].rndv_min;
 
     /* 2. the provider all ranks agree on */
     char choice[PROV_NAME_LEN], fabric[PROV_FABRIC_LEN], why[512];
@@ -582,6 +590,8 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         snprintf(am.err, sizeof(am.err), "%s", err_get());
     }
     am.len = (uint32_t)alen;
+    if (rc == FC_SUCCESS)
+        am.rndv_min = prov_rndv_min_get(sh->ep);
     addrs = calloc((size_t)n, sizeof(*addrs));
     addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
     if (!addrs || !addrbuf) {
@@ -600,6 +610,17 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         }
         memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
     }
+    /* both ends of a message choose its protocol from its length: one RMA
+     * rendezvous threshold for all, or none */
+    for (int r = 0; r < n; r++)
+        if (addrs[r].rndv_min != am.rndv_min) {
+            FC_INFO(LOG_NET, "RMA rendezvous off: rank %d's endpoint would use it from %llu "
+                    "bytes, this rank's from %llu (0: never)",
+                    r, (unsigned long long)addrs[r].rndv_min,
+                    (unsigned long long)am.rndv_min);
+            prov_rndv_min_set(sh->ep, 0);
+            break;
+        }
     const char **pn = calloc((size_t)n, sizeof(*pn));
     if (!pn) {
         rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");

@@ -57,9 +57,16 @@ static const struct row rows[] = {
      "stage."},
     {"FC_PROTO", T_ENUM, "auto", F(proto), "auto,eager,rndv", S_USER,
      "Message protocol: auto sends messages up to FC_EAGER_MAX (and the provider's inject "
-     "limit) eagerly, by inject, and larger ones through the provider's own protocol "
-     "(rendezvous for large messages); eager injects everything the provider allows; rndv "
-     "never injects."},
+     "limit) eagerly, by inject, messages of FC_RNDV_MIN bytes and more by fabcoll's zero-copy "
+     "rendezvous (the receiver sends its registered buffer's key, the sender writes the data "
+     "into it with fi_writedata) where the provider offers FI_RMA, and the rest as tagged "
+     "messages through the provider's own protocol; eager injects everything the provider "
+     "allows and never uses the rendezvous; rndv never injects and sends every nonempty "
+     "message by the rendezvous (where FI_RMA is offered). Rank 0's value holds for all."},
+    {"FC_RNDV_MIN", T_SIZE, "0", F(rndv_min), NULL, S_USER,
+     "Smallest message sent by the RMA rendezvous under FC_PROTO=auto (bytes, K/M/G "
+     "suffixes); 0 = the provider's default from fabcoll's profile. Rank 0's value holds for "
+     "all."},
     {"FC_EAGER_MAX", T_SIZE, "0", F(eager_max), NULL, S_USER,
      "Largest message sent eagerly (bytes, K/M/G suffixes), capped by the provider's inject "
      "size; 0 = the provider's default from fabcoll's profile."},

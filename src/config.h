@@ -44,6 +44,7 @@ typedef struct cfg {
     int gdr;              /* enum cfg_gdr */
     int proto;            /* enum cfg_proto */
     size_t eager_max;     /* 0: provider default */
+    size_t rndv_min;      /* 0: provider default */
     size_t chunk_size;    /* 0: provider default */
     int inflight;         /* chunks in flight per step; 0: provider default */
     int retry_count;

@@ -401,7 +401,7 @@ static void try_issue(struct sched *s, uint32_t i)
     while (st->issued < st->nchunks && s->status == FC_SUCCESS) {
         uint32_t k = st->issued;
         /* the window bounds chunks in flight, and the distance to the
-         * oldest unfinished chunk (winmask has 64 bits; tags wrap at 4096) */
+         * oldest unfinished chunk (winmask has 64 bits; tags wrap at 2048) */
         if (is_xfer(st) && (st->inflight >= (uint32_t)s->env.window || k - st->prefix >= 64))
             return;
         if (!chunk_ready(s, st, k))
@@ -427,7 +427,7 @@ static void try_issue(struct sched *s, uint32_t i)
         x->chunk = k;
         x->len = chunk_len(s, st, k);
         x->peer = st->peer < 0 ? -1 : s->env.peer_map ? s->env.peer_map[st->peer] : st->peer;
-        x->tag = s->env.tag_base | ((uint64_t)st->tag << 12) | (k & 0xfff);
+        x->tag = s->env.tag_base | ((uint64_t)st->tag << 12) | (k & 0x7ff);
         x->is_send = st->op == SOP_SEND;
         x->delivery = s->env.delivery;
         x->errmsg = NULL;

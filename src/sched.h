@@ -39,7 +39,8 @@
 
 /* ---- tags -----------------------------------------------------------------
  * 63..48 communicator id | 47..46 kind | 45..28 sequence | 27..12 step tag |
- * 11..0 chunk (wraps: at most `window` chunks of a step are in flight). */
+ * 11 reserved for the transport (XFER_TAG_TRANSPORT) | 10..0 chunk (wraps:
+ * at most `window` <= 64 chunks of a step are in flight). */
 #define TAG_KIND_COLL 0ull
 #define TAG_KIND_P2P 1ull
 #define TAG_KIND_CTRL 2ull

@@ -16,6 +16,10 @@
 
 #include "fabcoll.h"
 
+/* A tag bit the engine never sets: the transport's own messages (the RMA
+ * rendezvous's clear-to-send) carry the data message's tag with it. */
+#define XFER_TAG_TRANSPORT (1ull << 11)
+
 /* Internal result: the transport is out of resources for now; progress and
  * post again. Never returned to users. */
 #define FC_AGAIN ((fc_result_t)1000)

@@ -36,8 +36,11 @@ one "tcp x3 with verbs mr_mode (local,virt_addr,prov_key,allocated)" -p tcp -n 3
     -x FC_MR_MODE=verbs allreduce broadcast sendrecv nonblocking api_program
 one "tcp x4 with FC_MR_MODE=verbs,endpoint" -p tcp -n 4 -x FC_MR_MODE=verbs,endpoint \
     allreduce broadcast
-one "tcp x3 with FC_PROTO=rndv" -p tcp -n 3 -x FC_PROTO=rndv allreduce broadcast sendrecv \
-    nonblocking barrier
+# the RMA rendezvous for every nonempty message: offsets and verbs' modes on
+# tcp, virtual addresses on shm
+one "tcp x3 with FC_PROTO=rndv, FC_MR_MODE=verbs" -p tcp -n 3 -x FC_PROTO=rndv \
+    -x FC_MR_MODE=verbs
+one "shm x4 with FC_PROTO=rndv" -p shm -n 4 -x FC_PROTO=rndv
 one "shm x3 with FC_PROTO=eager, FC_EAGER_MAX=1K" -p shm -n 3 -x FC_PROTO=eager \
     -x FC_EAGER_MAX=1K allreduce broadcast sendrecv nonblocking barrier
 fc_info=${FC_RUN:-}; fc_info=${fc_info%fc_run}fc_info

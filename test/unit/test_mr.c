@@ -216,3 +216,188 @@ Test(mr, stale_shm_files_are_removed)
     prov_close(p);
     cr_assert_neq(access(path, F_OK), 0, "%s is still there", path);
 }
+
+/* ---- the RMA rendezvous, between two endpoints of this process ---------- */
+
+struct pair {
+    struct prov_ep *ep[2];
+};
+
+static void open_pair(struct pair *pr, const char *prov, cfg_t *cfg)
+{
+    char addrs[2 * PROV_ADDR_MAX];
+    memset(addrs, 0, sizeof(addrs));
+    for (int i = 0; i < 2; i++) {
+        size_t alen;
+        fc_result_t rc = prov_open(cfg, prov, 1, "", &pr->ep[i], addrs + i * PROV_ADDR_MAX, &alen);
+        cr_assert_eq(rc, FC_SUCCESS, "cannot open %s: %s", prov, fc_last_error());
+    }
+    const char *names[2] = {"self-0", "self-1"};
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(prov_connect(pr->ep[i], 2, addrs, names, i), FC_SUCCESS, "%s",
+                     fc_last_error());
+}
+
+static void close_pair(struct pair *pr)
+{
+    prov_close(pr->ep[0]);
+    prov_close(pr->ep[1]);
+}
+
+struct done_rec {
+    int done;
+    fc_result_t status;
+    size_t len;
+    char msg[512];
+};
+
+static void on_done(struct xfer *x, fc_result_t status, size_t len)
+{
+    struct done_rec *d = x->owner;
+    d->done = 1;
+    d->status = status;
+    d->len = len;
+    if (status != FC_SUCCESS && x->errmsg)
+        snprintf(d->msg, sizeof(d->msg), "%s", x->errmsg);
+}
+
+/* Rank 0 sends slen bytes, rank 1 expects rlen; both run to completion. */
+static void exchange(struct pair *pr, const char *src, size_t slen, char *dst, size_t rlen,
+                     struct done_rec *sd, struct done_rec *rd)
+{
+    struct xfer sx, rx;
+    memset(&sx, 0, sizeof(sx));
+    memset(&rx, 0, sizeof(rx));
+    memset(sd, 0, sizeof(*sd));
+    memset(rd, 0, sizeof(*rd));
+    sx.done = rx.done = on_done;
+    sx.owner = sd;
+    rx.owner = rd;
+    sx.is_send = 1;
+    sx.peer = 1;
+    sx.len = slen;
+    sx.buf = (void *)src;
+    rx.peer = 0;
+    rx.len = rlen;
+    rx.buf = dst;
+    struct transport *t0 = prov_transport(pr->ep[0]), *t1 = prov_transport(pr->ep[1]);
+    uint64_t tag = 0x1234000;
+    fc_result_t rc;
+    int n;
+    while ((rc = t1->ops->recv(t1, 0, tag, dst, rlen, &rx)) == FC_AGAIN)
+        t1->ops->progress(t1, &n);
+    cr_assert_eq(rc, FC_SUCCESS, "recv: %s", fc_last_error());
+    while ((rc = t0->ops->send(t0, 1, tag, src, slen, &sx)) == FC_AGAIN) {
+        t0->ops->progress(t0, &n);
+        t1->ops->progress(t1, &n);
+    }
+    cr_assert_eq(rc, FC_SUCCESS, "send: %s", fc_last_error());
+    for (long i = 0; i < 2000000 && !(sd->done && rd->done); i++) {
+        cr_assert_eq(t0->ops->progress(t0, &n), FC_SUCCESS);
+        cr_assert_eq(t1->ops->progress(t1, &n), FC_SUCCESS);
+        if (i > 1000)
+            usleep(10);
+    }
+    cr_assert(sd->done && rd->done, "transfer did not complete (send %d, receive %d)", sd->done,
+              rd->done);
+}
+
+static void rendezvous_on(const char *prov, unsigned mr_force)
+{
+    cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.retry_count = 3;
+    cfg.mr_cache_max = 64 << 20;
+    cfg.mr_mode_force = mr_force;
+    cfg.rndv_min = 64 << 10;
+    struct pair pr;
+    open_pair(&pr, prov, &cfg);
+    cr_assert_eq(pr.ep[0]->rndv_min, 64 << 10, "%s: rendezvous threshold %zu", prov,
+                 pr.ep[0]->rndv_min);
+    size_t big = 3 << 20;
+    char *src = malloc(big), *dst = malloc(big + 4096);
+    for (size_t i = 0; i < big; i++)
+        src[i] = (char)(i * 7 + 3);
+    struct done_rec sd, rd;
+    /* below the threshold: the provider's tagged protocol */
+    memset(dst, 0, big);
+    exchange(&pr, src, 32 << 10, dst, 32 << 10, &sd, &rd);
+    cr_assert_eq(rd.status, FC_SUCCESS, "%s", rd.msg);
+    cr_assert_eq(pr.ep[0]->rndv_count, 0);
+    cr_assert_eq(memcmp(src, dst, 32 << 10), 0);
+    /* at and above it: written into the receiver's buffer, at an offset
+     * inside a larger registration too */
+    for (int rep = 0; rep < 3; rep++) {
+        size_t len = rep == 0 ? (64 << 10) : big - (size_t)rep * 1000;
+        char *d = dst + rep * 8;
+        memset(dst, 0, big + 4096);
+        exchange(&pr, src + rep, len, d, len, &sd, &rd);
+        cr_assert_eq(sd.status, FC_SUCCESS, "%s", sd.msg);
+        cr_assert_eq(rd.status, FC_SUCCESS, "%s", rd.msg);
+        cr_assert_eq(rd.len, len);
+        cr_assert_eq(memcmp(src + rep, d, len), 0, "%s: data differs after a rendezvous of %zu",
+                     prov, len);
+        cr_assert_eq(d[len], 0, "written past the end");
+    }
+    cr_assert_eq(pr.ep[0]->rndv_count, 3, "sender counted %llu rendezvous",
+                 (unsigned long long)pr.ep[0]->rndv_count);
+    cr_assert_eq(pr.ep[1]->rndv_count, 3);
+    /* a longer message than expected: the receiver fails with the sender
+     * named, the sender's part is done, nothing is written beyond the
+     * receive */
+    memset(dst, 0, big + 4096);
+    exchange(&pr, src, 200 << 10, dst, 100 << 10, &sd, &rd);
+    cr_assert_eq(sd.status, FC_SUCCESS, "%s", sd.msg);
+    cr_assert_eq(rd.status, FC_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(rd.msg, "length mismatch") && strstr(rd.msg, "rank 0"), "%s", rd.msg);
+    cr_assert_eq(dst[100 << 10], 0, "written past the receive");
+    /* and a shorter one */
+    exchange(&pr, src, 100 << 10, dst, 200 << 10, &sd, &rd);
+    cr_assert_eq(rd.status, FC_ERR_INVALID_ARGUMENT);
+    /* the endpoint is still good */
+    exchange(&pr, src, big, dst, big, &sd, &rd);
+    cr_assert_eq(rd.status, FC_SUCCESS, "%s", rd.msg);
+    cr_assert_eq(memcmp(src, dst, big), 0);
+    close_pair(&pr);
+    free(src);
+    free(dst);
+}
+
+Test(rndv, tcp_offsets, .timeout = 60) { rendezvous_on("tcp;ofi_rxm", 0); }
+Test(rndv, tcp_verbs_mr_mode, .timeout = 60) { rendezvous_on("tcp;ofi_rxm", CFG_MR_LOCAL | CFG_MR_VIRT_ADDR | CFG_MR_PROV_KEY | CFG_MR_ALLOCATED); }
+Test(rndv, shm_virtual_addresses, .timeout = 60) { rendezvous_on("shm", 0); }
+
+/* Where it is used: never under FC_PROTO=eager, every nonempty message
+ * under =rndv, and by default not on host memory over tcp and shm (their
+ * own protocols move large messages as fast, see prov/profile.c). */
+Test(rndv, protocol_switch)
+{
+    cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    char addr[PROV_ADDR_MAX];
+    size_t alen;
+    struct prov_ep *p = NULL;
+    const char *provs[2] = {"tcp;ofi_rxm", "shm"};
+    for (int i = 0; i < 2; i++) {
+        cfg.proto = CFG_PROTO_AUTO;
+        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", &p, addr, &alen), FC_SUCCESS);
+        cr_assert_eq(p->rndv_min, 0, "%s: rendezvous from %zu by default", provs[i],
+                     p->rndv_min);
+        prov_close(p);
+        cfg.proto = CFG_PROTO_RNDV;
+        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", &p, addr, &alen), FC_SUCCESS);
+        cr_assert_eq(p->rndv_min, 1, "%s: FC_PROTO=rndv gave %zu", provs[i], p->rndv_min);
+        prov_close(p);
+        cfg.proto = CFG_PROTO_EAGER;
+        cfg.rndv_min = 4096;
+        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", &p, addr, &alen), FC_SUCCESS);
+        cr_assert_eq(p->rndv_min, 0, "%s: FC_PROTO=eager still uses it", provs[i]);
+        prov_close(p);
+        cfg.proto = CFG_PROTO_AUTO;
+        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", &p, addr, &alen), FC_SUCCESS);
+        cr_assert_eq(p->rndv_min, 4096, "%s: FC_RNDV_MIN=4096 gave %zu", provs[i],
+                     p->rndv_min);
+        prov_close(p);
+        cfg.rndv_min = 0;
+    }
+}
