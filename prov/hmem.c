@@ -33,7 +33,11 @@ fc_result_t prov_hmem_reg(struct prov_ep *p, void *buf, size_t len, int device, 
     attr.requested_key = key;
     attr.iface = FI_HMEM_CUDA;
     attr.device.cuda = device;
-    int ret = fi_mr_regattr(p->domain, &attr, 0, mr);
+    /* device-only memory: shm then moves it by CUDA IPC (its copies through
+     * shared host memory run at a few GB/s) */
+    int ret = fi_mr_regattr(p->domain, &attr, FI_HMEM_DEVICE_ONLY, mr);
+    if (ret == -FI_EINVAL || ret == -FI_EBADFLAGS || ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP)
+        ret = fi_mr_regattr(p->domain, &attr, 0, mr);
     if (ret)
         return FC_ERR(FC_ERR_FABRIC,
                       "fi_mr_regattr of %zu bytes of GPU %d memory (provider %s, FI_HMEM_CUDA) "

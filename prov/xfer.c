@@ -13,10 +13,13 @@
  * with the message's tag | XFER_TAG_TRANSPORT; the sender, which posted a
  * receive for that CTS, writes its buffer straight into the receiver's with
  * fi_writedata, whose remote CQ data (the id) completes the receive at the
- * target. Two messages, no copy through bounce buffers, and the provider's
- * own RDMA (or CMA, or CUDA IPC) does the moving. A sender whose length
- * differs from the receiver's writes what fits and flags the id, so both
- * ends report the mismatch.
+ * target, which then answers with a FIN on the same tag: only then does the
+ * send complete and its buffer become the caller's again (a provider may
+ * report the write complete while the target still copies: libfabric's shm
+ * moves device memory with cudaMemcpy, asynchronous for device to device).
+ * No copy through bounce buffers; the provider's own RDMA (or CMA, or CUDA
+ * IPC) does the moving. A sender whose length differs from the receiver's
+ * writes what fits and flags the id, so the receiver reports the mismatch.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -104,7 +107,11 @@ struct rndv_cts {
 struct rndv {
     struct xfer ix;       /* the CTS receive (sender) or send (receiver) */
     struct xfer wx;       /* the write (sender) */
+    struct xfer fx;       /* the FIN receive (sender) or send (receiver) */
     struct rndv_cts cts;  /* in registered memory (the slab) */
+    uint64_t fin;         /* the FIN's payload (registered memory too) */
+    uint64_t tag;
+    int retry_fin;        /* on the retry list for the FIN send, not the write */
     void *cts_desc;
     struct prov_ep *p;
     struct xfer *user;    /* the engine's transfer; NULL once it was completed */
@@ -112,6 +119,9 @@ struct rndv {
     uint32_t id;          /* index | generation << RNDV_IDX_BITS, < RNDV_MISMATCH */
     int pending;          /* operations still to complete before it is idle */
     int mismatch;
+    int peer;
+    void *buf;            /* the user buffer */
+    size_t len;           /* sender: its length; receiver: the length expected */
     size_t wlen;
     struct rndv *next;
 };
@@ -160,6 +170,7 @@ static struct rndv *rndv_get(struct prov_ep *p)
     r->mr = NULL;
     r->mismatch = 0;
     r->pending = 0;
+    r->retry_fin = 0;
     return r;
 }
 
@@ -205,31 +216,63 @@ static void rndv_finish(struct rndv *r, fc_result_t status, size_t len, const ch
     x->done(x, status, len);
 }
 
+/* One operation of r is over; the last one completes the engine's transfer
+ * (unless an error already did) and frees r. */
 static void rndv_unref(struct rndv *r)
 {
-    if (--r->pending == 0)
-        rndv_put(r);
+    if (--r->pending > 0)
+        return;
+    rndv_finish(r, FC_SUCCESS, r->len, NULL);
+    rndv_put(r);
 }
 
 static void rndv_write_done(struct xfer *wx, fc_result_t status, size_t len);
+
+static void rndv_fin_done(struct xfer *fx, fc_result_t status, size_t len)
+{
+    (void)len;
+    struct rndv *r = (struct rndv *)((char *)fx - offsetof(struct rndv, fx));
+    if (status != FC_SUCCESS)
+        rndv_finish(r, status, 0, fx->errmsg);
+    else if (!fx->is_send && r->fin != (uint64_t)RNDV_MAGIC)
+        rndv_finish(r, FC_ERR_INTERNAL, 0, "a rendezvous FIN with a bad payload arrived");
+    rndv_unref(r);
+}
+
+/* The receiver's FIN; 0 posted (or failed), 1 to retry later. */
+static int rndv_send_fin(struct rndv *r)
+{
+    struct prov_ep *p = r->p;
+    r->fin = RNDV_MAGIC;
+    ssize_t ret = fi_tsend(p->ep, &r->fin, sizeof(r->fin), r->cts_desc, p->addrs[r->peer],
+                           r->tag | XFER_TAG_TRANSPORT, &r->fx);
+    if (ret == -FI_EAGAIN)
+        return 1;
+    if (ret) {
+        post_error(p, "fi_tsend (rendezvous FIN)", r->peer, sizeof(r->fin), (int)ret);
+        snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
+        rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
+        rndv_unref(r);
+    }
+    return 0;
+}
 
 /* The sender's write; 0 posted, 1 to retry later. */
 static int rndv_write(struct rndv *r)
 {
     struct prov_ep *p = r->p;
-    struct xfer *x = r->user;
     uint64_t data = r->cts.id | (r->mismatch ? RNDV_MISMATCH : 0);
-    ssize_t ret = fi_writedata(p->ep, x->buf, r->wlen, r->mr ? r->mr->desc : NULL, data,
-                               p->addrs[x->peer], r->cts.addr, r->cts.key, &r->wx);
+    ssize_t ret = fi_writedata(p->ep, r->buf, r->wlen, r->mr ? r->mr->desc : NULL, data,
+                               p->addrs[r->peer], r->cts.addr, r->cts.key, &r->wx);
     for (int a = 0; transient(ret) && a < p->retry_count; a++) {
         backoff(a);
-        ret = fi_writedata(p->ep, x->buf, r->wlen, r->mr ? r->mr->desc : NULL, data,
-                           p->addrs[x->peer], r->cts.addr, r->cts.key, &r->wx);
+        ret = fi_writedata(p->ep, r->buf, r->wlen, r->mr ? r->mr->desc : NULL, data,
+                           p->addrs[r->peer], r->cts.addr, r->cts.key, &r->wx);
     }
     if (ret == -FI_EAGAIN)
         return 1;
     if (ret) {
-        post_error(p, "fi_writedata (rendezvous)", x->peer, r->wlen, (int)ret);
+        post_error(p, "fi_writedata (rendezvous)", r->peer, r->wlen, (int)ret);
         snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
         rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
         rndv_unref(r);
@@ -243,7 +286,6 @@ static void rndv_cts_arrived(struct xfer *ix, fc_result_t status, size_t len)
 {
     struct rndv *r = (struct rndv *)ix;
     struct prov_ep *p = r->p;
-    struct xfer *x = r->user;
     if (status != FC_SUCCESS) {
         rndv_finish(r, status, 0, ix->errmsg);
         rndv_unref(r);
@@ -254,16 +296,35 @@ static void rndv_cts_arrived(struct xfer *ix, fc_result_t status, size_t len)
                  "rendezvous send of %zu bytes to rank %d (%s): the receiver answered with %zu "
                  "bytes that are not a clear-to-send; do all ranks pass the same counts, and "
                  "the same FC_PROTO?",
-                 x->len, x->peer, p->names ? p->names[x->peer] : "?", len);
+                 r->len, r->peer, p->names ? p->names[r->peer] : "?", len);
         rndv_finish(r, FC_ERR_INVALID_ARGUMENT, 0, p->errbuf);
         rndv_unref(r);
         return;
     }
-    r->wlen = x->len;
-    if (x->len != r->cts.expect) {
+    r->wlen = r->len;
+    if (r->len != r->cts.expect) {
         r->mismatch = 1;
-        r->wlen = x->len < r->cts.cap ? x->len : r->cts.cap;
+        r->wlen = r->len < r->cts.cap ? r->len : r->cts.cap;
     }
+    /* the FIN comes on the CTS's tag, after it: post its receive first */
+    r->fx.done = rndv_fin_done;
+    r->fx.is_send = 0;
+    r->fx.peer = r->peer;
+    r->fx.len = sizeof(r->fin);
+    r->fin = 0;
+    ssize_t ret = fi_trecv(p->ep, &r->fin, sizeof(r->fin), r->cts_desc, p->addrs[r->peer],
+                           r->tag | XFER_TAG_TRANSPORT, 0, &r->fx);
+    if (ret) {
+        /* EAGAIN from a receive post: the provider is out of entries; not
+         * worth a retry path of its own */
+        post_error(p, "fi_trecv (rendezvous FIN)", r->peer, sizeof(r->fin), (int)ret);
+        snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
+        rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
+        rndv_unref(r);
+        return;
+    }
+    r->pending += 2; /* the write and the FIN */
+    rndv_unref(r);   /* the CTS receive is over */
     if (rndv_write(r)) {
         r->next = p->rndv_retry;
         p->rndv_retry = r;
@@ -275,14 +336,14 @@ static void rndv_write_done(struct xfer *wx, fc_result_t status, size_t len)
     (void)len;
     struct rndv *r = (struct rndv *)((char *)wx - offsetof(struct rndv, wx));
     struct prov_ep *p = r->p;
-    struct xfer *x = r->user;
     /* a length mismatch is the receiver's error (as with tagged messages):
-     * the send itself went out */
-    if (status == FC_SUCCESS && r->mismatch && x)
+     * the send itself went out; it completes with the FIN */
+    if (status == FC_SUCCESS && r->mismatch)
         FC_TRACE(LOG_NET, "rendezvous: sent %zu bytes to rank %d, which expects %llu",
-                 x->len, x->peer, (unsigned long long)r->cts.expect);
-    rndv_finish(r, status, x ? x->len : 0, wx->errmsg);
-    if (status == FC_SUCCESS)
+                 r->len, r->peer, (unsigned long long)r->cts.expect);
+    if (status != FC_SUCCESS)
+        rndv_finish(r, status, 0, wx->errmsg);
+    else
         p->rndv_count++;
     rndv_unref(r);
 }
@@ -308,19 +369,30 @@ static void rndv_data_arrived(struct prov_ep *p, uint64_t data)
                 id);
         return;
     }
-    struct xfer *x = r->user;
     if (data & RNDV_MISMATCH) {
         snprintf(p->errbuf, sizeof(p->errbuf),
                  "message length mismatch: rank %d (%s) sent a message of a different length "
                  "than the %zu bytes this rank expects: do all ranks pass the same count, "
                  "datatype and root?",
-                 x->peer, p->names ? p->names[x->peer] : "?", x->len);
+                 r->peer, p->names ? p->names[r->peer] : "?", r->len);
         rndv_finish(r, FC_ERR_INVALID_ARGUMENT, 0, p->errbuf);
     } else {
         p->rndv_count++;
-        rndv_finish(r, FC_SUCCESS, x->len, NULL);
+        rndv_finish(r, FC_SUCCESS, r->len, NULL);
     }
-    rndv_unref(r);
+    /* the data is in place (progress waited for the provider's copies):
+     * release the sender */
+    r->fx.done = rndv_fin_done;
+    r->fx.is_send = 1;
+    r->fx.peer = r->peer;
+    r->fx.len = sizeof(r->fin);
+    r->pending++;
+    if (rndv_send_fin(r)) {
+        r->retry_fin = 1;
+        r->next = p->rndv_retry;
+        p->rndv_retry = r;
+    }
+    rndv_unref(r); /* the data */
 }
 
 static int use_rndv(const struct prov_ep *p, const struct xfer *x, size_t len)
@@ -342,6 +414,10 @@ static fc_result_t rndv_send(struct prov_ep *p, int peer, uint64_t tag, const vo
         }
     }
     r->user = x;
+    r->peer = peer;
+    r->buf = (void *)buf;
+    r->len = len;
+    r->tag = tag;
     r->ix.done = rndv_cts_arrived;
     r->ix.is_send = 0;
     r->ix.peer = peer;
@@ -380,6 +456,10 @@ static fc_result_t rndv_recv(struct prov_ep *p, int peer, uint64_t tag, void *bu
     r->cts.addr = (p->prov_mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf
                                                  : (uint64_t)((char *)buf - m->base);
     r->cts.key = m->key;
+    r->peer = peer;
+    r->buf = buf;
+    r->len = x->len;
+    r->tag = tag;
     r->cts.expect = x->len;
     r->cts.cap = len;
     r->cts.id = r->id;
@@ -415,9 +495,11 @@ static void rndv_retry(struct prov_ep *p)
         struct rndv *r = list;
         list = r->next;
         r->next = NULL;
-        if (rndv_write(r)) {
+        if (r->retry_fin ? rndv_send_fin(r) : rndv_write(r)) {
             r->next = keep;
             keep = r;
+        } else {
+            r->retry_fin = 0;
         }
     }
     /* what was appended meanwhile (nothing: writes are posted here alone) */
@@ -619,6 +701,13 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
             return FC_ERR(FC_ERR_FABRIC, "fi_cq_read (provider %s) failed: %s (%zd)",
                           p->prov_name, fi_strerror((int)-got), got);
         }
+        if (p->hmem)
+            for (ssize_t i = 0; i < got; i++)
+                if (ent[i].flags & (FI_RECV | FI_REMOTE_CQ_DATA)) {
+                    /* the provider may still be copying into device memory */
+                    gpu_legacy_sync();
+                    break;
+                }
         for (ssize_t i = 0; i < got; i++) {
             if (ent[i].flags & FI_REMOTE_CQ_DATA) {
                 rndv_data_arrived(p, ent[i].data);

@@ -343,6 +343,7 @@ struct addr_info {
     int32_t status;
     uint32_t len;
     uint64_t rndv_min;
+    uint64_t chunk; /* the pipeline chunk this endpoint would use */
     char err[384];
     char addr[PROV_ADDR_MAX];
 };
@@ -590,8 +591,13 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         snprintf(am.err, sizeof(am.err), "%s", err_get());
     }
     am.len = (uint32_t)alen;
-    if (rc == FC_SUCCESS)
+    if (rc == FC_SUCCESS) {
         am.rndv_min = prov_rndv_min_get(sh->ep);
+        size_t ch, em;
+        int w;
+        prov_tuning(sh->ep, &c->cfg, &ch, &w, &em);
+        am.chunk = ch;
+    }
     addrs = calloc((size_t)n, sizeof(*addrs));
     addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
     if (!addrs || !addrbuf) {
@@ -610,6 +616,9 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         }
         memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
     }
+    /* rank 0's chunk for all (endpoints that take device memory default to
+     * larger ones; a rank whose endpoint does not must still cut alike) */
+    c->cfg.chunk_size = addrs[0].chunk;
     /* both ends of a message choose its protocol from its length: one RMA
      * rendezvous threshold for all, or none */
     for (int r = 0; r < n; r++)

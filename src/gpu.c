@@ -496,6 +496,15 @@ fc_result_t gpu_stream_wait_event_raw(void *stream, gpu_event_t *e)
     return FC_SUCCESS;
 }
 
+void gpu_legacy_sync(void)
+{
+    if (!cu.ok)
+        return;
+    /* in the calling thread's current context; none current: nothing of
+     * ours can be queued there */
+    (void)cu.cuStreamSynchronize(CU_STREAM_LEGACY);
+}
+
 fc_result_t gpu_stream_sync(gpu_stream_t *s)
 {
     fc_result_t brc_ = ctx_push(s->device);
@@ -688,6 +697,7 @@ fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s) { (void)e; (void)s
 fc_result_t gpu_event_record_raw(gpu_event_t *e, void *s) { (void)e; (void)s; NOCUDA; }
 int gpu_event_done(gpu_event_t *e) { (void)e; return -1; }
 fc_result_t gpu_stream_wait_event_raw(void *s, gpu_event_t *e) { (void)s; (void)e; NOCUDA; }
+void gpu_legacy_sync(void) {}
 fc_result_t gpu_stream_sync(gpu_stream_t *s) { (void)s; NOCUDA; }
 void *gpu_stream_raw(gpu_stream_t *s) { (void)s; return NULL; }
 void *gpu_host_alloc(int d, size_t l) { (void)d; (void)l; return NULL; }

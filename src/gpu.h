@@ -61,6 +61,10 @@ fc_result_t gpu_event_record_raw(gpu_event_t *e, void *cuda_stream); /* a user's
 int gpu_event_done(gpu_event_t *e);
 fc_result_t gpu_stream_wait_event_raw(void *cuda_stream, gpu_event_t *e);
 fc_result_t gpu_stream_sync(gpu_stream_t *s);
+/* Waits for the legacy default stream of the calling thread's context:
+ * providers copy device memory with cudaMemcpy, which returns before a
+ * device-to-device copy is done (libfabric's shm, CUDA IPC). */
+void gpu_legacy_sync(void);
 void *gpu_stream_raw(gpu_stream_t *s);
 
 /* Memory. Pinned host memory is portable (usable from every context). */

@@ -248,6 +248,7 @@ static fc_result_t gt_send(struct transport *t, int peer, uint64_t tag, const vo
     p->len = len;
     p->peer = peer;
     p->tag = tag;
+    p->ix.delivery = x->delivery;
     fc_result_t rc = gpu_memcpy_async(p->bounce, buf, len, g->d2h);
     if (rc == FC_SUCCESS)
         rc = record(g, p, g->d2h);
@@ -281,7 +282,8 @@ static fc_result_t gt_recv(struct transport *t, int peer, uint64_t tag, void *bu
     p->ix.owner = p;
     p->ix.peer = peer;
     p->ix.is_send = 0;
-    p->ix.len = len;
+    p->ix.len = x->len; /* expected; len is what the buffer takes */
+    p->ix.delivery = x->delivery;
     fc_result_t rc = g->inner->ops->recv(g->inner, peer, tag, p->bounce, len, &p->ix);
     if (rc != FC_SUCCESS) {
         pend_put(g, p);

@@ -64,7 +64,10 @@ struct local_op {
 struct transport_ops {
     const char *name;
     /* Post a tagged send/recv of len bytes to/from peer. FC_AGAIN: retry
-     * after progress. Completion arrives through progress(). */
+     * after progress. Completion arrives through progress(). For a receive,
+     * len is what the buffer takes and x->len the length expected (the
+     * protocol is chosen from it, as the sender chooses from its len); a
+     * transport that wraps another passes both, and x->delivery, on. */
     fc_result_t (*send)(struct transport *t, int peer, uint64_t tag, const void *buf, size_t len,
                         struct xfer *x);
     fc_result_t (*recv)(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
