@@ -294,11 +294,6 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
         no_rndv = "remote CQ data would consume posted receives (FI_RX_CQ_DATA)";
     else if (p->mr_mode & FI_MR_RAW)
         no_rndv = "keys are raw (FI_MR_RAW)";
-    /* whether it may be used (the registration cache is wanted then); the
-     * threshold is set below, once it is known whether device memory goes
-     * to the fabric */
-    p->rndv_min = !no_rndv && (prov_rndv_min(p, cfg) || (p->info->caps & FI_HMEM));
-    prov_mr_cache_init(p, cfg->mr_cache_max);
     p->dev_cache_max = cfg->mr_cache_max;
     rc = prov_hmem_probe(p, cfg);
     if (rc != FC_SUCCESS)
@@ -317,13 +312,16 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
             snprintf((*out)->hmem_why, sizeof((*out)->hmem_why), "%s", why);
         return rc;
     }
+    /* the threshold depends on whether device memory goes to the fabric;
+     * the registration cache is wanted when the rendezvous may register
+     * user buffers */
+    p->rndv_min = no_rndv ? 0 : prov_rndv_min(p, cfg);
+    prov_mr_cache_init(p, cfg->mr_cache_max);
     if (p->rndv_min) {
-        p->rndv_min = prov_rndv_min(p, cfg);
         /* can a registration be written remotely? */
         static char probe[64];
         struct prov_mr *m = NULL;
-        if (p->rndv_min &&
-            (prov_mr_acquire(p, probe, sizeof(probe), &m) != FC_SUCCESS || !m->remote)) {
+        if (prov_mr_acquire(p, probe, sizeof(probe), &m) != FC_SUCCESS || !m->remote) {
             p->rndv_min = 0;
             no_rndv = "registrations cannot be given remote write access";
         }

@@ -226,7 +226,16 @@ static void rndv_unref(struct rndv *r)
     rndv_put(r);
 }
 
-static void rndv_write_done(struct xfer *wx, fc_result_t status, size_t len);
+/* A post inside the state machine failed: the engine's transfer fails with
+ * the call named, and that operation of r is over. */
+static void rndv_post_failed(struct rndv *r, const char *call, size_t len, ssize_t ret)
+{
+    struct prov_ep *p = r->p;
+    post_error(p, call, r->peer, len, (int)ret);
+    snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
+    rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
+    rndv_unref(r);
+}
 
 static void rndv_fin_done(struct xfer *fx, fc_result_t status, size_t len)
 {
@@ -248,12 +257,8 @@ static int rndv_send_fin(struct rndv *r)
                            r->tag | XFER_TAG_TRANSPORT, &r->fx);
     if (ret == -FI_EAGAIN)
         return 1;
-    if (ret) {
-        post_error(p, "fi_tsend (rendezvous FIN)", r->peer, sizeof(r->fin), (int)ret);
-        snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
-        rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
-        rndv_unref(r);
-    }
+    if (ret)
+        rndv_post_failed(r, "fi_tsend (rendezvous FIN)", sizeof(r->fin), ret);
     return 0;
 }
 
@@ -271,13 +276,8 @@ static int rndv_write(struct rndv *r)
     }
     if (ret == -FI_EAGAIN)
         return 1;
-    if (ret) {
-        post_error(p, "fi_writedata (rendezvous)", r->peer, r->wlen, (int)ret);
-        snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
-        rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
-        rndv_unref(r);
-        return 0;
-    }
+    if (ret)
+        rndv_post_failed(r, "fi_writedata (rendezvous)", r->wlen, ret);
     return 0;
 }
 
@@ -317,10 +317,7 @@ static void rndv_cts_arrived(struct xfer *ix, fc_result_t status, size_t len)
     if (ret) {
         /* EAGAIN from a receive post: the provider is out of entries; not
          * worth a retry path of its own */
-        post_error(p, "fi_trecv (rendezvous FIN)", r->peer, sizeof(r->fin), (int)ret);
-        snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
-        rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
-        rndv_unref(r);
+        rndv_post_failed(r, "fi_trecv (rendezvous FIN)", sizeof(r->fin), ret);
         return;
     }
     r->pending += 2; /* the write and the FIN */
