@@ -217,3 +217,14 @@ const char *err_get(void)
 {
     return err_buf;
 }
+
+void log_fmt_bytes(double b, char *out, size_t len)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB"};
+    int i = 0;
+    while (b >= 1024 && i < 3) {
+        b /= 1024;
+        i++;
+    }
+    snprintf(out, len, "%.4g %s", b, u[i]);
+}

@@ -74,5 +74,8 @@ const char *err_get(void);
 
 /* Hostname of this process (cached). */
 const char *log_hostname(void);
+/* "64 KiB", "1.5 MiB": bytes in binary units, 4 significant digits (tools'
+ * tables). */
+void log_fmt_bytes(double bytes, char *out, size_t len);
 
 #endif /* FC_LOG_H */

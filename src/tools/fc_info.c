@@ -184,17 +184,6 @@ static void print_algo_specs(void)
     }
 }
 
-static void fmt_bytes(double b, char *out, size_t len)
-{
-    const char *u[] = {"B", "KiB", "MiB", "GiB"};
-    int i = 0;
-    while (b >= 1024 && i < 3) {
-        b /= 1024;
-        i++;
-    }
-    snprintf(out, len, "%.0f %s", b, u[i]);
-}
-
 static void print_tuner(const char *prov, int n)
 {
     struct coll_cost cc;
@@ -238,7 +227,7 @@ static void print_tuner(const char *prov, int n)
                 }
             }
             char b[32];
-            fmt_bytes(bytes, b, sizeof(b));
+            log_fmt_bytes(bytes, b, sizeof(b));
             char rup[64] = "-";
             if (second)
                 snprintf(rup, sizeof(rup), "%s (%.3g us)", second->name, second_t * 1e6);

@@ -26,6 +26,7 @@
 #include "../../coll/coll.h"
 #include "../../coll/select.h"
 #include "../../prov/prov.h"
+#include "../log.h"
 #include "../sim.h"
 
 static const char usage[] =
@@ -110,17 +111,6 @@ static int parse_size(const char *s, double *out)
         return -1;
     *out = v;
     return 0;
-}
-
-static void fmt_bytes(double b, char *out, size_t len)
-{
-    const char *u[] = {"B", "KiB", "MiB", "GiB"};
-    int i = 0;
-    while (b >= 1024 && i < 3) {
-        b /= 1024;
-        i++;
-    }
-    snprintf(out, len, "%.4g %s", b, u[i]);
 }
 
 static void fmt_time(double t, char *out, size_t len)
@@ -287,7 +277,7 @@ int main(int argc, char **argv)
                 const struct coll_algo *pick = coll_select_by_cost(&tun, &a, NULL);
                 if (!csv) {
                     char b[32];
-                    fmt_bytes((double)count * 4 *
+                    log_fmt_bytes((double)count * 4 *
                                   (k == COLL_ALLGATHER || k == COLL_REDUCE_SCATTER ||
                                            k == COLL_ALLTOALL
                                        ? n
@@ -320,7 +310,7 @@ int main(int argc, char **argv)
                     char tm[32], ts[32], sb[32];
                     fmt_time(model, tm, sizeof(tm));
                     fmt_time(s.end, ts, sizeof(ts));
-                    fmt_bytes((double)mx_sent, sb, sizeof(sb));
+                    log_fmt_bytes((double)mx_sent, sb, sizeof(sb));
                     if (csv)
                         printf("%s,%d,%.0f,%s,%.6g,%s%.6g,%" PRIu64 ",%" PRIu64 ",%" PRIu64
                                ",%d\n", coll_kind_name(k), n,
