@@ -207,7 +207,10 @@ static void push(struct sched *s, uint32_t i)
     if (st->queued || st->complete)
         return;
     st->queued = 1;
-    s->work[s->nwork++] = i;
+    if (st->op == SOP_SEND)
+        s->swork[s->nswork++] = i;
+    else
+        s->work[s->nwork++] = i;
 }
 
 static void complete_step(struct sched *s, uint32_t i)
@@ -509,8 +512,9 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
     s->preds = malloc(((size_t)s->nedges + 1) * sizeof(*s->preds));
     s->succs = malloc(((size_t)s->nedges + 1) * sizeof(*s->succs));
     s->work = malloc(((size_t)n + 1) * sizeof(*s->work));
+    s->swork = malloc(((size_t)n + 1) * sizeof(*s->swork));
     s->stalled = malloc(((size_t)n + 1) * sizeof(*s->stalled));
-    if (!s->preds || !s->succs || !s->work || !s->stalled)
+    if (!s->preds || !s->succs || !s->work || !s->swork || !s->stalled)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory starting a %u-step schedule", n);
     for (uint32_t e = 0; e < s->nedges; e++) {
         s->steps[s->edges[e].step].npred++;
@@ -566,8 +570,11 @@ fc_result_t sched_advance(struct sched *s)
     s->nstalled = 0;
     for (uint32_t j = 0; j < nst; j++)
         push(s, s->stalled[j]);
-    while (s->nwork > 0 && s->status == FC_SUCCESS) {
-        uint32_t i = s->work[--s->nwork];
+    /* Sends first: posting a receive can complete it inline (libfabric shm
+     * copies a matching unexpected message inside fi_trecv), and a peer
+     * waiting for our send would wait for that copy too. */
+    while ((s->nswork > 0 || s->nwork > 0) && s->status == FC_SUCCESS) {
+        uint32_t i = s->nswork > 0 ? s->swork[--s->nswork] : s->work[--s->nwork];
         s->steps[i].queued = 0;
         try_issue(s, i);
         if (s->nstalled)
@@ -614,6 +621,7 @@ void sched_release(struct sched *s)
     free(s->preds);
     free(s->succs);
     free(s->work);
+    free(s->swork);
     free(s->stalled);
     memset(s, 0, sizeof(*s));
 }

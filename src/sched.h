@@ -127,6 +127,8 @@ struct sched {
     reduce_scale_fn sfn;
     uint32_t *work;           /* worklist (stack of step indices) */
     uint32_t nwork;
+    uint32_t *swork;          /* worklist of SEND steps, served first */
+    uint32_t nswork;
     uint32_t ndone;
     uint32_t nstalled;        /* steps that got FC_AGAIN */
     uint32_t *stalled;
