@@ -154,7 +154,7 @@ step_result "sbatch fabcoll-preflight" $rc "$(grep -m1 '^preflight:' "$sbatch_ou
 
 sbatch_out=""
 FC_PERF="$build/fc_perf" FABCOLL_PERF_MAXBYTES=1M FABCOLL_PERF_ITERS=5 \
-    sbatch_wait perf "$src/contrib/slurm/fabcoll-perf.sbatch" -N1 --ntasks-per-node="$ranks"
+    FABCOLL_PERF_TABLE_FILE="$logdir/fabcoll-table.txt" sbatch_wait perf "$src/contrib/slurm/fabcoll-perf.sbatch" -N1 --ntasks-per-node="$ranks"
 rc=$?
 step_result "sbatch fabcoll-perf" $rc "$(grep -m1 '^fabcoll-perf:' "$sbatch_out" 2>/dev/null || echo "no verdict line (rc $rc)")"
 [ $rc = 0 ] || { [ -f "$sbatch_out" ] && tail -n 20 "$sbatch_out" | sed 's/^/    /'; }

@@ -55,6 +55,12 @@ if "$here/fc_run_test.sh"; then
 else
     summary+=("fc_run contract: FAILED"); total_fail=$((total_fail + 1))
 fi
+echo "=== fc_perf --table"
+if "$here/perf_table.sh"; then
+    summary+=("fc_perf --table: passed"); total_pass=$((total_pass + 1))
+else
+    summary+=("fc_perf --table: FAILED"); total_fail=$((total_fail + 1))
+fi
 echo
 echo "=== functional summary"
 printf '%s\n' "${summary[@]}"

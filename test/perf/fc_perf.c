@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <fabcoll.h>
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../functional/gpu_util.h"
 
@@ -50,7 +52,21 @@ static const char usage[] =
     "                        (#wrong column; exit 1 if any is wrong)\n"
     "      --csv             comma-separated output\n"
     "      --json            one JSON object per line\n"
+    "      --table           the seed article's table instead of a sweep: allreduce\n"
+    "                        latency (ms) at 256 KiB, 1 MiB and 16 MiB on this run's\n"
+    "                        provider (-d, -o, -n, -w, -D and -c apply)\n"
+    "      --table-file FILE keep the table's rows in FILE (implies --table): each\n"
+    "                        run adds or replaces the row of its provider, then the\n"
+    "                        rows of every provider measured at the same rank count,\n"
+    "                        node count and buffer kind print side by side with the\n"
+    "                        speed-up of the fastest over the slowest. Run once per\n"
+    "                        provider (FI_PROVIDER=... or fc_run -p ...); with --csv\n"
+    "                        the table prints as CSV\n"
     "  -h, --help            this text\n"
+    "\n"
+    "Example, the seed article's TCP-vs-RDMA table on this machine's providers:\n"
+    "  fc_run -n 2 -p tcp fc_perf --table-file t.txt\n"
+    "  fc_run -n 2 -p shm fc_perf --table-file t.txt\n"
     "\n"
     "Sizes are nccl-tests' sizes: the bytes of one rank's buffer for allreduce,\n"
     "bcast and reduce; the whole receive (allgather) or send (reduce_scatter,\n"
@@ -185,7 +201,8 @@ static double reduced(fc_op_t op, int n, size_t i)
 struct opts {
     size_t minb, maxb, stepb;
     double factor;
-    int iters, warmup, root, inplace, check, csv, json, cuda;
+    int iters, warmup, root, inplace, check, csv, json, cuda, table;
+    const char *table_file;
     fc_datatype_t dt;
     fc_op_t op;
     int colls[NCOLL], ncolls;
@@ -308,6 +325,224 @@ static long check_host(enum coll c, char *sb, char *rb, size_t count, const stru
     return wrong;
 }
 
+/* Runs warm-up and measured iterations of one size; the median (and mean)
+ * over iterations of the slowest rank's time, and the wrong elements of a
+ * checked run (all ranks). Returns nonzero, said on stderr, on a failure. */
+static int measure(enum coll c, size_t count, size_t real, char *sb, char *rb,
+                   const struct opts *o, fc_comm_t comm, int rank, int n, double *times,
+                   double *med, double *avg, long *wrong)
+{
+    int failed = 0;
+    for (int w = 0; w < o->warmup && !failed; w++)
+        failed = run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS;
+    for (int it = 0; it < o->iters && !failed; it++) {
+        double t0 = now();
+        failed = run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS;
+        times[it] = now() - t0;
+    }
+    if (failed) {
+        fprintf(stderr, "fc_perf: rank %d: %s of %zu bytes failed: %s\n", rank, coll_names[c],
+                real, fc_last_error());
+        return 1;
+    }
+    /* the slowest rank's time for each iteration */
+    if (fc_allreduce(times, times, (size_t)o->iters, FC_FLOAT64, FC_MAX, comm) != FC_SUCCESS) {
+        fprintf(stderr, "fc_perf: %s\n", fc_last_error());
+        return 1;
+    }
+    *avg = 0;
+    for (int it = 0; it < o->iters; it++)
+        *avg += times[it] / o->iters;
+    qsort(times, (size_t)o->iters, sizeof(double), cmp_double);
+    *med = o->iters % 2 ? times[o->iters / 2]
+                        : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
+    *wrong = 0;
+    /* products of up to 3^n overflow the 8-bit and half types */
+    int checkable = !(o->op == FC_PROD &&
+                      (o->dt <= FC_UINT8 || o->dt == FC_FLOAT16 || o->dt == FC_BFLOAT16));
+    if (o->check && checkable) {
+        int64_t w64 = check_once(c, sb, rb, count, o, comm, rank, n);
+        fc_allreduce(&w64, &w64, 1, FC_INT64, FC_SUM, comm);
+        *wrong = (long)w64;
+    }
+    return 0;
+}
+
+/* ---- --table: the seed article's comparison -------------------------------
+ * One row per (provider, buffer kind, ranks, nodes): allreduce latency at
+ * the seed's three sizes. A table file keeps rows across runs, one line each:
+ *   fc_perf-table 1 PROVIDER BUFFERS RANKS NODES US_256K US_1M US_16M
+ * (PROVIDER as fi_info names it, without spaces; BUFFERS host, gdr or
+ * staged). A run replaces the line of its own key. */
+#define TABLE_MIN (256u << 10)
+#define TABLE_MAX (16u << 20)
+#define TABLE_ROWS 32
+static const size_t table_sizes[3] = {256u << 10, 1u << 20, 16u << 20};
+
+struct table_row {
+    char prov[64], bufs[16];
+    int ranks, nodes;
+    double us[3];
+};
+
+static int table_parse(const char *line, struct table_row *r)
+{
+    int ver;
+    return sscanf(line, "fc_perf-table %d %63s %15s %d %d %lf %lf %lf", &ver, r->prov, r->bufs,
+                  &r->ranks, &r->nodes, &r->us[0], &r->us[1], &r->us[2]) == 8 &&
+           ver == 1;
+}
+
+/* Reads the rows of FILE (a missing file is an empty table), puts `mine`
+ * in place of the row with its key, writes the file back. */
+static int table_merge(const char *file, const struct table_row *mine, struct table_row *rows,
+                       int *nrows)
+{
+    int n = 0, placed = 0;
+    FILE *f = fopen(file, "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof(line), f) && n < TABLE_ROWS - 1) {
+            struct table_row r;
+            if (!table_parse(line, &r))
+                continue;
+            if (!strcmp(r.prov, mine->prov) && !strcmp(r.bufs, mine->bufs) &&
+                r.ranks == mine->ranks && r.nodes == mine->nodes) {
+                if (placed)
+                    continue;
+                r = *mine;
+                placed = 1;
+            }
+            rows[n++] = r;
+        }
+        fclose(f);
+    } else if (errno != ENOENT) {
+        fprintf(stderr, "fc_perf: cannot read the table file %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    if (!placed)
+        rows[n++] = *mine;
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", file, (int)getpid());
+    f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "fc_perf: cannot write %s: %s\n", tmp, strerror(errno));
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        fprintf(f, "fc_perf-table 1 %s %s %d %d %.3f %.3f %.3f\n", rows[i].prov, rows[i].bufs,
+                rows[i].ranks, rows[i].nodes, rows[i].us[0], rows[i].us[1], rows[i].us[2]);
+    if (fclose(f) != 0 || rename(tmp, file) != 0) {
+        fprintf(stderr, "fc_perf: cannot write the table file %s: %s\n", file, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    *nrows = n;
+    return 0;
+}
+
+static void human_size(size_t b, char *buf, size_t len)
+{
+    if (b >= (1u << 20))
+        snprintf(buf, len, "%zu MiB", b >> 20);
+    else
+        snprintf(buf, len, "%zu KiB", b >> 10);
+}
+
+/* Prints the rows with the key of `mine` but any provider, side by side,
+ * and the speed-up of the fastest provider over the slowest (picked at 1 MiB,
+ * the seed's middle row, so that every row compares the same two). */
+static void table_print(const struct table_row *rows, int nrows, const struct table_row *mine,
+                        const struct opts *o)
+{
+    const struct table_row *cols[TABLE_ROWS];
+    int nc = 0;
+    for (int i = 0; i < nrows; i++)
+        if (!strcmp(rows[i].bufs, mine->bufs) && rows[i].ranks == mine->ranks &&
+            rows[i].nodes == mine->nodes)
+            cols[nc++] = &rows[i];
+    int fast = 0, slow = 0;
+    for (int i = 1; i < nc; i++) {
+        if (cols[i]->us[1] < cols[fast]->us[1])
+            fast = i;
+        if (cols[i]->us[1] > cols[slow]->us[1])
+            slow = i;
+    }
+    char sp[160] = "";
+    if (nc > 1)
+        snprintf(sp, sizeof(sp), "%s over %s", cols[fast]->prov, cols[slow]->prov);
+    if (o->csv) {
+        printf("message_bytes");
+        for (int i = 0; i < nc; i++)
+            printf(",%s_ms", cols[i]->prov);
+        printf("%s\n", nc > 1 ? ",speedup" : "");
+    } else {
+        printf("# fc_perf --table: allreduce latency (ms), %s %s, %d ranks on %d node(s), %s "
+               "buffers, median of the slowest rank per iteration%s\n",
+               dt_names[o->dt], op_names[o->op], mine->ranks, mine->nodes, mine->bufs,
+               nc > 1 ? "; the other columns are earlier runs kept in the table file" : "");
+        printf("# %8s", "message");
+        for (int i = 0; i < nc; i++)
+            printf(" | %12.12s", cols[i]->prov);
+        if (nc > 1)
+            printf(" | speed-up, %s", sp);
+        printf("\n");
+    }
+    for (int k = 0; k < 3; k++) {
+        char hs[32];
+        human_size(table_sizes[k], hs, sizeof(hs));
+        if (o->csv)
+            printf("%zu", table_sizes[k]);
+        else
+            printf("  %8s", hs);
+        for (int i = 0; i < nc; i++)
+            printf(o->csv ? ",%.4f" : " | %12.3f", cols[i]->us[k] / 1000.0);
+        if (nc > 1) {
+            double x = cols[fast]->us[k] > 0 ? cols[slow]->us[k] / cols[fast]->us[k] : 0;
+            printf(o->csv ? ",%.2f" : " | %.1fx", x);
+        }
+        printf("\n");
+    }
+}
+
+static int run_table(char *sb, char *rb, const struct opts *o, fc_comm_t comm, int rank, int n,
+                     const fc_comm_attr_t *attr, double *times)
+{
+    struct table_row mine;
+    memset(&mine, 0, sizeof(mine));
+    snprintf(mine.prov, sizeof(mine.prov), "%s", attr->provider);
+    for (char *p = mine.prov; *p; p++)
+        if (*p == ' ' || *p == '\t')
+            *p = '_';
+    snprintf(mine.bufs, sizeof(mine.bufs), "%s",
+             !o->cuda ? "host" : attr->hmem ? "gdr" : "staged");
+    mine.ranks = n;
+    mine.nodes = attr->nnodes;
+    size_t es = fc_datatype_size(o->dt);
+    long wrong_total = 0;
+    for (int k = 0; k < 3; k++) {
+        size_t count = table_sizes[k] / es;
+        double med, avg;
+        long wrong;
+        if (measure(ALLREDUCE, count, count * es, sb, rb, o, comm, rank, n, times, &med, &avg,
+                    &wrong))
+            return 1;
+        mine.us[k] = med * 1e6;
+        wrong_total += wrong;
+    }
+    if (rank != 0)
+        return wrong_total ? 1 : 0;
+    struct table_row rows[TABLE_ROWS];
+    int nrows = 1;
+    rows[0] = mine;
+    if (o->table_file && table_merge(o->table_file, &mine, rows, &nrows))
+        return 1;
+    table_print(rows, nrows, &mine, o);
+    if (o->check && !o->csv)
+        printf("# %s\n", wrong_total ? "WRONG RESULTS" : "all results correct");
+    return wrong_total ? 1 : 0;
+}
+
 static double bus_factor(enum coll c, int n)
 {
     switch (c) {
@@ -336,6 +571,7 @@ int main(int argc, char **argv)
         {"check", no_argument, NULL, 'c'},           {"csv", no_argument, NULL, 1},
         {"device", required_argument, NULL, 'D'},
         {"json", no_argument, NULL, 2},              {"help", no_argument, NULL, 'h'},
+        {"table", no_argument, NULL, 3},             {"table-file", required_argument, NULL, 4},
         {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:h", lo, NULL)) != -1) {
@@ -377,12 +613,24 @@ int main(int argc, char **argv)
             break;
         case 1: o.csv = 1; break;
         case 2: o.json = 1; break;
+        case 3: o.table = 1; break;
+        case 4:
+            o.table = 1;
+            o.table_file = optarg;
+            break;
         case 'h': fputs(usage, stdout); return 0;
         default: goto bad;
         }
     }
     if (o.iters < 1 || (o.factor <= 1 && !o.stepb) || o.minb > o.maxb)
         goto bad;
+    if (o.table) {
+        /* the seed's table: allreduce at its three sizes, whatever -C/-b/-e say */
+        collist = "allreduce";
+        o.minb = TABLE_MIN;
+        o.maxb = TABLE_MAX;
+        o.json = 0;
+    }
     {
         char buf[256];
         snprintf(buf, sizeof(buf), "%s", collist);
@@ -456,6 +704,25 @@ int main(int argc, char **argv)
         return 1;
     }
     double *times = malloc(sizeof(double) * (size_t)o.iters);
+    if (!times) {
+        fprintf(stderr, "fc_perf: out of memory\n");
+        return 1;
+    }
+    if (o.table) {
+        int trc = run_table(sb, rb, &o, comm, rank, n, &attr, times);
+        free(times);
+        if (o.cuda) {
+            gu_free(sb);
+            gu_free(rb);
+            free(hsb);
+            free(hrb);
+        } else {
+            free(sb);
+            free(rb);
+        }
+        fc_comm_destroy(comm);
+        return trc;
+    }
     static const char *tiers[] = {"shm", "net", "rdma", "gdr"};
     long total_wrong = 0;
     if (rank == 0 && !o.csv && !o.json)
@@ -482,42 +749,11 @@ int main(int argc, char **argv)
             size_t real = c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL
                               ? count * (size_t)n * es
                               : count * es;
-            int failed = 0;
-            for (int w = 0; w < o.warmup && !failed; w++)
-                failed = run_once(c, sb, rb, count, &o, comm, rank, n) != FC_SUCCESS;
-            for (int it = 0; it < o.iters && !failed; it++) {
-                double t0 = now();
-                failed = run_once(c, sb, rb, count, &o, comm, rank, n) != FC_SUCCESS;
-                times[it] = now() - t0;
-            }
-            if (failed) {
-                fprintf(stderr, "fc_perf: rank %d: %s of %zu bytes failed: %s\n", rank,
-                        coll_names[c], real, fc_last_error());
+            double med, avg;
+            long wrong;
+            if (measure(c, count, real, sb, rb, &o, comm, rank, n, times, &med, &avg, &wrong))
                 return 1;
-            }
-            /* the slowest rank's time for each iteration */
-            if (fc_allreduce(times, times, (size_t)o.iters, FC_FLOAT64, FC_MAX, comm) !=
-                FC_SUCCESS) {
-                fprintf(stderr, "fc_perf: %s\n", fc_last_error());
-                return 1;
-            }
-            double avg = 0;
-            for (int it = 0; it < o.iters; it++)
-                avg += times[it] / o.iters;
-            qsort(times, (size_t)o.iters, sizeof(double), cmp_double);
-            double med = o.iters % 2 ? times[o.iters / 2]
-                                     : 0.5 * (times[o.iters / 2 - 1] + times[o.iters / 2]);
-            long wrong = 0;
-            /* products of up to 3^n overflow the 8-bit and half types */
-            int checkable = !(o.op == FC_PROD && (o.dt <= FC_UINT8 || o.dt == FC_FLOAT16 ||
-                                                  o.dt == FC_BFLOAT16));
-            if (o.check && checkable) {
-                wrong = check_once(c, sb, rb, count, &o, comm, rank, n);
-                int64_t w64 = wrong;
-                fc_allreduce(&w64, &w64, 1, FC_INT64, FC_SUM, comm);
-                wrong = (long)w64;
-                total_wrong += wrong;
-            }
+            total_wrong += wrong;
             double algbw = med > 0 ? (double)real / med / 1e9 : 0;
             double busbw = algbw * bus_factor(c, n);
             if (rank == 0) {
