@@ -77,7 +77,10 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
         int snd = sched_send(s, right, tag, sbuf(R_RECV, sboff), sblen);
         sched_dep(s, snd, t == 0 ? last : prev_rcv, 1);
         int rcv = sched_recv(s, left, tag, sbuf(R_RECV, rboff), rblen);
-        sched_dep(s, rcv, rs_send0 + 3 * t, 1);
+        /* (out of place, the first reduce-scatter send read the send
+         * buffer: nothing to wait for) */
+        if (t > 0 || a->in_place)
+            sched_dep(s, rcv, rs_send0 + 3 * t, 1);
         prev_rcv = rcv;
     }
     return s->build_err;
