@@ -28,7 +28,9 @@
  * the fold. Partial sums go into the receive buffer; out of place the first
  * round reads the send buffer, which is never written. The doubling's
  * receive into a range waits for the halving send that read that range
- * (in place it is the input). FC_AVG: the owner scales its block once,
+ * (in place, or after the first round; out of place the first round's
+ * send read the send buffer, and waiting for it would only post the
+ * receive late). FC_AVG: the owner scales its block once,
  * before the doubling.
  */
 #include "coll.h"
@@ -49,7 +51,8 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
     if (r < 2 * rem && r % 2 == 0) {
         int snd = sched_send(s, r + 1, 0, sbuf(src_region, 0), bytes);
         int rcv = sched_recv(s, r + 1, tag_unfold, sbuf(R_RECV, 0), bytes);
-        sched_dep(s, rcv, snd, 1);
+        if (a->in_place)
+            sched_dep(s, rcv, snd, 1); /* the send reads what it overwrites */
         return s->build_err;
     }
     int cur = src_region; /* where my partial sums are */
@@ -64,6 +67,7 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
     }
     const int v = r < 2 * rem ? r / 2 : r - rem;
     int hsend[32];
+    int hsend_region[32]; /* what each halving send read */
     int lo = 0, hi = p;
     for (int i = 0, mask = p / 2; mask > 0; i++, mask /= 2) {
         int partner = v ^ mask, mid = lo + mask, lower = v < partner;
@@ -74,6 +78,7 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
         int peer = fold_real(partner, rem);
         uint32_t tag = (uint32_t)i + 1;
         hsend[i] = sched_send(s, peer, tag, sbuf(cur, sat), slen);
+        hsend_region[i] = cur;
         sched_dep_at(s, hsend[i], sat, prev, prev_at);
         size_t slot = sched_scratch(s, klen);
         int rcv = sched_recv(s, peer, tag, sbuf(R_SCRATCH, slot), klen);
@@ -110,8 +115,10 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
         for (int k = 0; k < nwr; k++)
             sched_dep_at(s, snd, at, wr[k], wat[k]);
         int rcv = sched_recv(s, peer, tag, sbuf(R_RECV, pat), plen);
-        /* the halving round with this mask sent exactly this range */
-        sched_dep(s, rcv, hsend[rounds - 1 - j], 1);
+        /* the halving round with this mask sent exactly this range (out
+         * of place the first one read the send buffer: no hazard) */
+        if (hsend_region[rounds - 1 - j] == R_RECV)
+            sched_dep(s, rcv, hsend[rounds - 1 - j], 1);
         wr[nwr] = rcv;
         wat[nwr++] = pat;
     }
