@@ -372,15 +372,16 @@ static int measure(enum coll c, size_t count, size_t real, char *sb, char *rb,
  * One row per (provider, buffer kind, ranks, nodes): allreduce latency at
  * the seed's three sizes. A table file keeps rows across runs, one line each:
  *   fc_perf-table 1 PROVIDER BUFFERS RANKS NODES US_256K US_1M US_16M
- * (PROVIDER as fi_info names it, without spaces; BUFFERS host, gdr or
- * staged). A run replaces the line of its own key. */
+ * (PROVIDER as fi_info names it, without spaces, and /gdr or /staged for
+ * device buffers; BUFFERS host or device). A run replaces the line of its
+ * own key. */
 #define TABLE_MIN (256u << 10)
 #define TABLE_MAX (16u << 20)
 #define TABLE_ROWS 32
 static const size_t table_sizes[3] = {256u << 10, 1u << 20, 16u << 20};
 
 struct table_row {
-    char prov[64], bufs[16];
+    char prov[80], bufs[16];
     int ranks, nodes;
     double us[3];
 };
@@ -388,7 +389,7 @@ struct table_row {
 static int table_parse(const char *line, struct table_row *r)
 {
     int ver;
-    return sscanf(line, "fc_perf-table %d %63s %15s %d %d %lf %lf %lf", &ver, r->prov, r->bufs,
+    return sscanf(line, "fc_perf-table %d %79s %15s %d %d %lf %lf %lf", &ver, r->prov, r->bufs,
                   &r->ranks, &r->nodes, &r->us[0], &r->us[1], &r->us[2]) == 8 &&
            ver == 1;
 }
@@ -510,12 +511,14 @@ static int run_table(char *sb, char *rb, const struct opts *o, fc_comm_t comm, i
 {
     struct table_row mine;
     memset(&mine, 0, sizeof(mine));
-    snprintf(mine.prov, sizeof(mine.prov), "%s", attr->provider);
+    /* device buffers: the column says the path (the seed's TCP vs RDMA is
+     * staged tcp vs gdr on a GPU cluster) */
+    snprintf(mine.prov, sizeof(mine.prov), "%s%s", attr->provider,
+             !o->cuda ? "" : attr->hmem ? "/gdr" : "/staged");
     for (char *p = mine.prov; *p; p++)
         if (*p == ' ' || *p == '\t')
             *p = '_';
-    snprintf(mine.bufs, sizeof(mine.bufs), "%s",
-             !o->cuda ? "host" : attr->hmem ? "gdr" : "staged");
+    snprintf(mine.bufs, sizeof(mine.bufs), "%s", o->cuda ? "device" : "host");
     mine.ranks = n;
     mine.nodes = attr->nnodes;
     size_t es = fc_datatype_size(o->dt);
