@@ -469,7 +469,7 @@ static void table_print(const struct table_row *rows, int nrows, const struct ta
         if (cols[i]->us[1] > cols[slow]->us[1])
             slow = i;
     }
-    char sp[160] = "";
+    char sp[200] = "";
     if (nc > 1)
         snprintf(sp, sizeof(sp), "%s over %s", cols[fast]->prov, cols[slow]->prov);
     if (o->csv) {
