@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "gpu.h"
 #include "prov_int.h"
 
 struct profile {
@@ -50,6 +51,13 @@ struct profile {
  * 1 MiB, three interleaved rounds: allreduce 2 MiB 590-625 us against
  * 800-855 us, 4-32 MiB equal or up to 10% faster. */
 #define TCP_CHUNK (512u << 10)
+/* Where this process has a GPU (so device buffers will be staged through
+ * pinned host buffers unless the endpoint takes them directly), chunks are
+ * at most 512 KiB whatever the provider: the D2H/H2D copies of one chunk
+ * overlap the transfers of others. On 2 H200s, staged allreduce over shm
+ * 64-256 MiB: 6.3-7.3 GB/s busbw with 512 KiB chunks, 3.2-4.6 GB/s with
+ * shm's 4 MiB. The decision is rank 0's, like every chunk. */
+#define STAGED_CHUNK (512u << 10)
 
 /* The ladder: shm (single node) first, native RDMA providers, then tcp,
  * other emulations, sockets last. Numbers are conservative defaults; the
@@ -96,7 +104,14 @@ void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, size_t *chunk, int *
                  size_t *eager_max)
 {
     const struct profile *pr = profile_of(p->prov_name);
-    *chunk = cfg->chunk_size ? cfg->chunk_size : p->hmem ? GDR_CHUNK : pr->chunk;
+    if (cfg->chunk_size)
+        *chunk = cfg->chunk_size;
+    else if (p->hmem)
+        *chunk = GDR_CHUNK;
+    else if (pr->chunk > STAGED_CHUNK && gpu_available(NULL))
+        *chunk = STAGED_CHUNK;
+    else
+        *chunk = pr->chunk;
     *window = cfg->inflight > 0 ? cfg->inflight : pr->window;
     *eager_max = cfg->eager_max ? cfg->eager_max : pr->eager_max;
 }
