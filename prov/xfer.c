@@ -550,6 +550,8 @@ static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const vo
         p->local[p->nlocal].x = x;
         p->local[p->nlocal].len = len;
         p->nlocal++;
+        FC_TRACE(LOG_NET, "fi_tinject to rank %d: tag %#llx, %zu bytes", peer,
+                 (unsigned long long)tag, len);
         return FC_SUCCESS;
     }
     void *desc = NULL;
@@ -573,6 +575,8 @@ static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const vo
         return post_error(p, "fi_tsend", peer, len, (int)ret);
     }
     x->tpriv = m;
+    FC_TRACE(LOG_NET, "fi_tsend to rank %d: tag %#llx, %zu bytes", peer, (unsigned long long)tag,
+             len);
     return FC_SUCCESS;
 }
 
@@ -607,6 +611,8 @@ static fc_result_t pe_recv(struct transport *t, int peer, uint64_t tag, void *bu
         return post_error(p, "fi_trecv", peer, len, (int)ret);
     }
     x->tpriv = m;
+    FC_TRACE(LOG_NET, "fi_trecv from rank %d: tag %#llx, %zu bytes", peer,
+             (unsigned long long)tag, len);
     return FC_SUCCESS;
 }
 
@@ -711,6 +717,9 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
                 continue;
             }
             struct xfer *x = ent[i].op_context;
+            FC_TRACE(LOG_NET, "%s rank %d done: tag %#llx, %zu bytes",
+                     x->is_send ? "send to" : "receive from", x->peer,
+                     (unsigned long long)x->tag, x->is_send ? x->len : ent[i].len);
             prov_mr_release(p, x->tpriv);
             x->tpriv = NULL;
             x->done(x, FC_SUCCESS, x->is_send ? x->len : ent[i].len);
