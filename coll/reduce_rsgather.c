@@ -22,9 +22,9 @@
  * in and sent on from there, so the receive two steps later waits for that
  * send); at a non-root, whose receive buffer is NULL, a buffer for its
  * subtree's blocks; the root gathers into its receive buffer. The send
- * buffer is only read. In place at the root the gather's receives
- * overwrite input blocks the ring reads, so there they wait for a fence
- * over the ring. FC_AVG: every rank scales its own block's total once,
+ * buffer is only read. In place at the root the gather's receives go to
+ * scratch (they would overwrite input blocks the ring reads) and are copied
+ * into place after a fence over the ring. FC_AVG: every rank scales its own block's total once,
  * before the gather.
  */
 #include "coll.h"
@@ -81,14 +81,31 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
         sched_dep(s, sc, own, 1);
         own = sc;
     }
-    int fence = is_root && a->in_place ? sched_fence(s, first) : -1;
+    /* In place at the root the gathered blocks would overwrite input the
+     * ring still reads: they land in scratch and are copied over after the
+     * ring. (Receiving them into place after a fence over the ring posts
+     * those receives late; where a fabric completes each rank's sends in
+     * order, as libfabric 1.17 shm does, a child's early gather send then
+     * holds up its ring sends, and the ring never ends.) */
+    const int stage = is_root && a->in_place;
+    size_t stage_off = 0;
+    if (stage)
+        stage_off = sched_scratch(s, BOFF(n) - BOFF(1)) - BOFF(1);
+    int fence = stage ? sched_fence(s, first) : -1;
     /* gather: the ring used step tags 0 .. n-2 */
     const uint32_t tag = (uint32_t)n - 1;
     int gr[32], ngr = 0;
     for (int m = 1; m < n && !(v & m) && v + m < n; m <<= 1) {
         int c = v + m;
-        gr[ngr] = sched_recv(s, mod(c + root, n), tag, WORK(c), BOFF(binomial_sub_end(c, n)) - BOFF(c));
-        sched_dep(s, gr[ngr++], fence, 0);
+        size_t glen = BOFF(binomial_sub_end(c, n)) - BOFF(c);
+        struct sched_buf at = stage ? sbuf(R_SCRATCH, stage_off + BOFF(c)) : WORK(c);
+        gr[ngr] = sched_recv(s, mod(c + root, n), tag, at, glen);
+        if (stage) {
+            int cp = sched_copy(s, WORK(c), at, glen);
+            sched_dep(s, cp, gr[ngr], 1);
+            sched_dep(s, cp, fence, 0);
+        }
+        ngr++;
     }
     if (!is_root) {
         int snd = sched_send(s, mod(v - (v & -v) + root, n), tag, WORK(v), sub_len);

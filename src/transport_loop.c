@@ -9,8 +9,18 @@
 #include "log.h"
 #include "reduce.h"
 
+/* A send of an endpoint with ordered send completions: its completion waits
+ * until every earlier send of the endpoint has been delivered. */
+struct loop_sq {
+    struct xfer *x;
+    size_t len;
+    int delivered;
+    struct loop_sq *next;
+};
+
 struct loop_op {
     struct xfer *x;
+    struct loop_sq *sq; /* unexpected sends of an ordered endpoint */
     int peer; /* the other side: source for receives, source for unexpected sends */
     uint64_t tag;
     void *buf;
@@ -42,11 +52,13 @@ struct loop_ep {
     struct loop_list unexp[LOOP_BUCKETS];
     struct loop_done *cq;
     size_t ncq, capcq;
+    struct loop_sq *sq_head, **sq_tail; /* ordered send completions */
 };
 
 struct loop_fabric {
     int nranks;
     unsigned seed;
+    int ordered_sends;
     struct loop_ep *eps;
     struct loop_op *free_ops;
     uint64_t msgs, bytes;
@@ -114,9 +126,27 @@ static void append(struct loop_list *l, struct loop_op *o)
     l->tail = &o->next;
 }
 
-/* Delivers send (sender ep s, buffer, len, sx) into receive r (at ep d). */
-static fc_result_t deliver(struct loop_ep *s, struct xfer *sx, const void *sbuf, size_t slen,
-                           struct loop_ep *d, struct xfer *rx, void *rbuf, size_t rlen)
+/* Completes the sender's delivered sends from the oldest on, stopping at
+ * the first one not yet delivered. */
+static int sq_flush(struct loop_ep *s)
+{
+    while (s->sq_head && s->sq_head->delivered) {
+        struct loop_sq *q = s->sq_head;
+        if (cq_push(s, q->x, FC_SUCCESS, q->len))
+            return -1;
+        s->sq_head = q->next;
+        if (!s->sq_head)
+            s->sq_tail = &s->sq_head;
+        free(q);
+    }
+    return 0;
+}
+
+/* Delivers send (sender ep s, buffer, len, sx; sq when the sender's
+ * completions are ordered) into receive r (at ep d). */
+static fc_result_t deliver(struct loop_ep *s, struct xfer *sx, struct loop_sq *sq,
+                           const void *sbuf, size_t slen, struct loop_ep *d, struct xfer *rx,
+                           void *rbuf, size_t rlen)
 {
     fc_result_t rst = FC_SUCCESS;
     size_t n = slen;
@@ -129,7 +159,15 @@ static fc_result_t deliver(struct loop_ep *s, struct xfer *sx, const void *sbuf,
         memcpy(rbuf, sbuf, n);
     s->f->msgs++;
     s->f->bytes += n;
-    if (cq_push(s, sx, FC_SUCCESS, slen) || cq_push(d, rx, rst, n))
+    int bad;
+    if (sq) {
+        sq->delivered = 1;
+        sq->len = slen;
+        bad = sq_flush(s);
+    } else {
+        bad = cq_push(s, sx, FC_SUCCESS, slen);
+    }
+    if (bad || cq_push(d, rx, rst, n))
         return FC_ERR(FC_ERR_NO_MEMORY, "loopback: out of memory for completions");
     return FC_SUCCESS;
 }
@@ -142,15 +180,25 @@ static fc_result_t loop_send(struct transport *t, int peer, uint64_t tag, const 
     if (peer < 0 || peer >= f->nranks)
         return FC_ERR(FC_ERR_INTERNAL, "loopback: send to bad peer %d", peer);
     struct loop_ep *d = &f->eps[peer];
+    struct loop_sq *sq = NULL;
+    if (f->ordered_sends) {
+        sq = calloc(1, sizeof(*sq));
+        if (!sq)
+            return FC_ERR(FC_ERR_NO_MEMORY, "loopback: out of memory");
+        sq->x = x;
+        *ep->sq_tail = sq;
+        ep->sq_tail = &sq->next;
+    }
     struct loop_op *r = take(bucket(d->posted, ep->rank, tag), ep->rank, tag);
     if (r) {
-        fc_result_t rc = deliver(ep, x, buf, len, d, r->x, r->buf, r->len);
+        fc_result_t rc = deliver(ep, x, sq, buf, len, d, r->x, r->buf, r->len);
         op_put(f, r);
         return rc;
     }
     struct loop_op *o = op_get(f);
     if (!o)
         return FC_ERR(FC_ERR_NO_MEMORY, "loopback: out of memory");
+    o->sq = sq;
     o->x = x;
     o->peer = ep->rank;
     o->tag = tag;
@@ -169,7 +217,7 @@ static fc_result_t loop_recv(struct transport *t, int peer, uint64_t tag, void *
         return FC_ERR(FC_ERR_INTERNAL, "loopback: receive from bad peer %d", peer);
     struct loop_op *s = take(bucket(ep->unexp, peer, tag), peer, tag);
     if (s) {
-        fc_result_t rc = deliver(&f->eps[peer], s->x, s->buf, s->len, ep, x, buf, len);
+        fc_result_t rc = deliver(&f->eps[peer], s->x, s->sq, s->buf, s->len, ep, x, buf, len);
         op_put(f, s);
         return rc;
     }
@@ -177,6 +225,7 @@ static fc_result_t loop_recv(struct transport *t, int peer, uint64_t tag, void *
     if (!o)
         return FC_ERR(FC_ERR_NO_MEMORY, "loopback: out of memory");
     o->x = x;
+    o->sq = NULL;
     o->peer = peer;
     o->tag = tag;
     o->buf = buf;
@@ -298,6 +347,7 @@ struct loop_fabric *loop_fabric_create(int nranks, unsigned seed)
         ep->base.ops = &loop_ops;
         ep->f = f;
         ep->rank = i;
+        ep->sq_tail = &ep->sq_head;
         for (int b = 0; b < LOOP_BUCKETS; b++) {
             ep->posted[b].tail = &ep->posted[b].head;
             ep->unexp[b].tail = &ep->unexp[b].head;
@@ -328,8 +378,15 @@ int loop_fabric_pending(const struct loop_fabric *f)
                 n++;
         }
         n += (int)f->eps[i].ncq;
+        for (struct loop_sq *q = f->eps[i].sq_head; q; q = q->next)
+            n++;
     }
     return n;
+}
+
+void loop_fabric_order_sends(struct loop_fabric *f)
+{
+    f->ordered_sends = 1;
 }
 
 static void free_list(struct loop_op *o)
@@ -351,6 +408,10 @@ void loop_fabric_destroy(struct loop_fabric *f)
             free_list(f->eps[i].unexp[b].head);
         }
         free(f->eps[i].cq);
+        for (struct loop_sq *q = f->eps[i].sq_head, *nq; q; q = nq) {
+            nq = q->next;
+            free(q);
+        }
     }
     free_list(f->free_ops);
     free(f->eps);

@@ -25,6 +25,12 @@ struct loop_fabric *loop_fabric_create(int nranks, unsigned seed);
  * runs them later, at a progress call (in shuffled order with a seed), as
  * a GPU would: the engine's asynchronous path without a GPU. */
 struct loop_fabric *loop_fabric_create_async(int nranks, unsigned seed);
+/* Sends complete in the order each rank posted them, across peers: a send
+ * matched early waits for every earlier send of its rank to be matched.
+ * This is libfabric 1.17 shm's behaviour (one response queue per endpoint,
+ * completed from its head), under which a schedule that posts a receive
+ * late can deadlock: call before the first send. */
+void loop_fabric_order_sends(struct loop_fabric *f);
 struct transport *loop_transport(struct loop_fabric *f, int rank);
 /* Messages and bytes delivered so far (all ranks). */
 void loop_fabric_stats(const struct loop_fabric *f, uint64_t *msgs, uint64_t *bytes);

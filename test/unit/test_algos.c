@@ -42,10 +42,10 @@ static void run_one(const struct coll_algo *al, struct check_case *c)
     int bad = check_coll(al, c, err, sizeof(err));
     cr_assert(!bad,
               "%s/%s n=%d count=%zu dt=%s op=%s root=%d in_place=%d chunk=%zu window=%d seed=%u "
-              "async_local=%d: %s",
+              "async_local=%d ordered_sends=%d: %s",
               coll_kind_name(c->kind), al->name, c->nranks, c->count, reduce_dt_name(c->dt),
               reduce_op_name(c->op), c->root, c->in_place, c->opts.chunk, c->opts.window,
-              c->opts.seed, c->opts.async_local, err);
+              c->opts.seed, c->opts.async_local, c->opts.ordered_sends, err);
 }
 
 /* counts: 0, 1, < n, not divisible by n, larger */
@@ -61,7 +61,8 @@ static size_t counts_for(int n, int i)
 }
 
 /* All datatypes x ops x counts x in-place for n in 1..33 and 64, two
- * engine settings (one chunk; 64-byte chunks shuffled). */
+ * engine settings (one chunk; 64-byte chunks shuffled), and for a sample of
+ * n two more (sends completing in posting order; local steps later). */
 static void sweep(const char *kind_name, const char *algo)
 {
     int k = coll_kind_from_name(kind_name, strlen(kind_name));
@@ -91,6 +92,15 @@ static void sweep(const char *kind_name, const char *algo)
                         c.opts = (struct h_opts){.chunk = 64, .window = 3,
                                                  .seed = (unsigned)(n * 31 + ci + 1)};
                         run_one(al, &c);
+                        /* sends completing in posting order across peers,
+                         * as on libfabric 1.17 shm, with many small chunks
+                         * and a short window: a receive posted late can
+                         * then hold up a rank's other sends */
+                        if (n <= 9 || n == 16 || n == 33) {
+                            c.opts = (struct h_opts){.chunk = 64, .window = 2,
+                                                     .ordered_sends = 1};
+                            run_one(al, &c);
+                        }
                         /* local steps completing later and out of order, as
                          * on a GPU (a sample of rank counts) */
                         if (n <= 7 || n == 16) {
