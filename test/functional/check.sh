@@ -41,6 +41,12 @@ one "tcp x4 with FC_MR_MODE=verbs,endpoint" -p tcp -n 4 -x FC_MR_MODE=verbs,endp
 one "tcp x3 with FC_PROTO=rndv, FC_MR_MODE=verbs" -p tcp -n 3 -x FC_PROTO=rndv \
     -x FC_MR_MODE=verbs
 one "shm x4 with FC_PROTO=rndv" -p shm -n 4 -x FC_PROTO=rndv
+# small chunks: every large step pipelined through many chunks with a
+# short window (the default chunks, 4 MiB on shm, exceed these messages)
+one "shm x3 with FC_CHUNK_SIZE=8K, FC_INFLIGHT=2" -p shm -n 3 -x FC_CHUNK_SIZE=8K \
+    -x FC_INFLIGHT=2 allreduce broadcast reduce allgather reduce_scatter alltoall nonblocking
+one "tcp x4 with FC_CHUNK_SIZE=32K, FC_INFLIGHT=3" -p tcp -n 4 -x FC_CHUNK_SIZE=32K \
+    -x FC_INFLIGHT=3 allreduce broadcast reduce allgather reduce_scatter
 one "shm x3 with FC_PROTO=eager, FC_EAGER_MAX=1K" -p shm -n 3 -x FC_PROTO=eager \
     -x FC_EAGER_MAX=1K allreduce broadcast sendrecv nonblocking barrier
 fc_info=${FC_RUN:-}; fc_info=${fc_info%fc_run}fc_info
