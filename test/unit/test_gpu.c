@@ -80,6 +80,18 @@ static int same(const void *a, const void *b, size_t i, fc_datatype_t dt)
     }
 }
 
+/* Stream s runs after what is queued on the legacy default stream (cuMemcpy
+ * from pageable memory and cuMemset return before the device is done). */
+static void order_after_legacy(gpu_stream_t *s)
+{
+    gpu_event_t *ev;
+    cr_assert_eq(gpu_event_get(0, &ev), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_eq(gpu_event_record_raw(ev, NULL), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_eq(gpu_stream_wait_event_raw(gpu_stream_raw(s), ev), FC_SUCCESS, "%s",
+                 fc_last_error());
+    gpu_event_put(ev);
+}
+
 Test(gpu, kernels_match_host_kernels)
 {
     need_gpu();
@@ -96,6 +108,7 @@ Test(gpu, kernels_match_host_kernels)
             fill(b, (fc_datatype_t)dt, n, 2, specials);
             cr_assert_eq(gpu_copy_sync(da, a, n * es), FC_SUCCESS);
             cr_assert_eq(gpu_copy_sync(db, b, n * es), FC_SUCCESS);
+            order_after_legacy(s); /* pageable-to-device copies may return before their DMA */
             for (int op = 0; op < 5; op++) {
                 reduce_fn_get((fc_datatype_t)dt, (fc_op_t)op)(exp, a, b, n);
                 cr_assert_eq(gpu_reduce_async(dd, da, db, n, (fc_datatype_t)dt, (fc_op_t)op, s),
@@ -161,6 +174,10 @@ static long staged_run(const char *kind, const char *algo, int n, size_t count, 
         gpu_memset(dr[r], 0, count * 4);
         struct coll_args a = {.kind = k, .rank = r, .nranks = n, .root = 0, .count = count,
                               .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4};
+        /* the buffers were filled on the legacy default stream (cuMemset is
+         * asynchronous): order the transport's streams after it, as every
+         * collective call does (comm_order_after_caller) */
+        cr_assert_eq(gpu_tp_order_after_default(g[r]), FC_SUCCESS, "%s", fc_last_error());
         sched_init(&s[r], FC_FLOAT32, FC_SUM, n);
         cr_assert_eq(al->build(&s[r], &a), FC_SUCCESS);
         struct sched_env env = {.tp = gpu_tp_transport(g[r]), .tag_base = tag_base(2, 0, 1),
