@@ -276,7 +276,7 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
      * large messages) */
     size_t chunk_unused, eager;
     int win_unused;
-    prov_tuning(p, cfg, &chunk_unused, &win_unused, &eager);
+    prov_tuning(p, cfg, 0, &chunk_unused, &win_unused, &eager);
     p->inject_size = p->info->tx_attr->inject_size;
     if (cfg->proto == CFG_PROTO_RNDV)
         p->inject_size = 0;

@@ -79,9 +79,10 @@ struct transport *prov_transport(struct prov_ep *p);
 int prov_hmem(const struct prov_ep *p);
 /* Fills provider, fabric, domain, tier, hmem. */
 void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr);
-/* Per-provider defaults (profile.c) after FC_* overrides. */
-void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, size_t *chunk, int *window,
-                 size_t *eager_max);
+/* Per-provider defaults (profile.c) after FC_* overrides, for a job of
+ * nranks ranks (0: unknown). */
+void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, int nranks, size_t *chunk,
+                 int *window, size_t *eager_max);
 /* Cost-model parameters for the tuner (seconds, seconds/byte). */
 void prov_cost_params(const char *prov_name, int nnodes, double *alpha, double *beta,
                       double *gamma);
