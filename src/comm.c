@@ -112,7 +112,7 @@ fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf
         .window = c->window,
         .delivery = r->delivery,
     };
-    if (desc != r->desc)
+    if (desc && desc != r->desc)
         snprintf(r->desc, sizeof(r->desc), "%s", desc);
     r->p2p = p2p;
     fc_result_t rc = sched_start(&r->s, &env, sendbuf, recvbuf);
@@ -149,7 +149,8 @@ static fc_result_t reap(struct fc_request *r)
     struct fc_comm *c = r->comm;
     if (rc != FC_SUCCESS) {
         char msg[700];
-        snprintf(msg, sizeof(msg), "%s: %s", r->desc, r->s.errmsg[0] ? r->s.errmsg : fc_strerror(rc));
+        snprintf(msg, sizeof(msg), "%s: %s", comm_request_desc(r),
+                 r->s.errmsg[0] ? r->s.errmsg : fc_strerror(rc));
         err_restore(msg);
         FC_WARN(LOG_COLL, "%s", msg);
         int keeps_comm = r->p2p && rc == FC_ERR_INVALID_ARGUMENT;
@@ -256,6 +257,15 @@ fc_result_t comm_wait(struct fc_request *r)
 
 /* ---- collectives --------------------------------------------------------- */
 
+const char *comm_request_desc(struct fc_request *r)
+{
+    if (!r->desc[0] && r->s.coll_name)
+        snprintf(r->desc, sizeof(r->desc), "%s #%llu (%s, %zu x %s%s)", r->s.coll_name,
+                 (unsigned long long)r->seq, r->s.algo_name, r->count, reduce_dt_name(r->s.dt),
+                 r->tp ? ", device memory" : "");
+    return r->desc;
+}
+
 struct fc_request *comm_request_new(struct fc_comm *c, fc_datatype_t dt, fc_op_t op)
 {
     struct fc_request *r = calloc(1, sizeof(*r));
@@ -292,10 +302,9 @@ fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void 
         return rc;
     }
     uint64_t seq = c->seq++;
-    snprintf(r->desc, sizeof(r->desc), "%s #%llu (%s, %zu x %s%s)", coll_kind_name(a->kind),
-             (unsigned long long)seq, al->name, a->count, reduce_dt_name(a->dt),
-             r->tp ? ", device memory" : "");
-    FC_TRACE(LOG_COLL, "%s: chosen by %s, %u steps", r->desc, why, r->s.nsteps);
+    r->seq = seq;
+    r->count = a->count;
+    FC_TRACE(LOG_COLL, "%s: chosen by %s, %u steps", comm_request_desc(r), why, r->s.nsteps);
     *tagbase = tag_base(c->id, TAG_KIND_COLL, seq);
     *out = r;
     return FC_SUCCESS;
@@ -314,7 +323,7 @@ fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const 
         comm_request_free(r);
         return rc;
     }
-    rc = comm_start(r, (void *)sendbuf, recvbuf, tb, r->desc, 0);
+    rc = comm_start(r, (void *)sendbuf, recvbuf, tb, NULL, 0);
     if (rc == FC_SUCCESS)
         *out = r;
     return rc;
@@ -595,7 +604,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         am.rndv_min = prov_rndv_min_get(sh->ep);
         size_t ch, em;
         int w;
-        prov_tuning(sh->ep, &c->cfg, &ch, &w, &em);
+        prov_tuning(sh->ep, &c->cfg, n, &ch, &w, &em);
         am.chunk = ch;
     }
     addrs = calloc((size_t)n, sizeof(*addrs));
@@ -658,7 +667,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     for (int r = 0; r < n; r++)
         c->peers[r] = r;
     c->id = 0;
-    prov_tuning(c->sh->ep, &c->cfg, &c->chunk, &c->window, &c->eager_max);
+    prov_tuning(c->sh->ep, &c->cfg, n, &c->chunk, &c->window, &c->eager_max);
     rc = setup_tuning(c, choice, nnodes);
     if (rc != FC_SUCCESS)
         goto fail;

@@ -78,7 +78,11 @@ struct fc_request {
     struct fc_request *next;
     int done;
     fc_result_t result;
-    char desc[160];            /* "allreduce(ring, 4096 x float32)" for messages */
+    char desc[160];            /* "allreduce #7 (ring, 4096 x float32)" for messages;
+                                  collectives format it when first needed
+                                  (comm_request_desc), not on every call */
+    uint64_t seq;              /* a collective's sequence number */
+    size_t count;              /* and its element count */
     double last_change;        /* monotonic seconds of the last progress */
     uint64_t last_events;
     uint32_t last_ndone;
@@ -94,6 +98,8 @@ struct fc_request {
 };
 
 double comm_now(void);
+/* The request's description for messages ("allreduce #7 (ring, ...)"). */
+const char *comm_request_desc(struct fc_request *r);
 
 /* Creates a top-level communicator over a bootstrap (consumed). */
 fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out);

@@ -107,8 +107,8 @@ void comm_stream_finished(struct fc_request *r)
     struct comm_shared *sh = c->sh;
     if (r->result != FC_SUCCESS && c->broken == FC_SUCCESS) {
         c->broken = r->result;
-        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.200s (stream-ordered): %.280s", r->desc,
-                 r->s.errmsg);
+        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.200s (stream-ordered): %.280s",
+                 comm_request_desc(r), r->s.errmsg);
         FC_WARN(LOG_COLL, "%s", c->brokenmsg);
     }
     publish(sh, r->flag_value);
@@ -140,7 +140,7 @@ void comm_stream_start_ready(struct comm_shared *sh)
                        err_get());
         else if (r->comm->broken != FC_SUCCESS)
             sched_fail(&r->s, rc = r->comm->broken, "an earlier operation failed");
-        else if ((rc = comm_start_locked(r, r->sendbuf, r->recvbuf, r->tagbase, r->desc, 0)) !=
+        else if ((rc = comm_start_locked(r, r->sendbuf, r->recvbuf, r->tagbase, NULL, 0)) !=
                  FC_SUCCESS)
             sched_fail(&r->s, rc, "%s", err_get());
         if (rc != FC_SUCCESS) {
