@@ -292,7 +292,10 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len);
 static struct xfer *xfer_get(struct sched *s)
 {
     if (!s->free_xfers) {
-        struct xfer *blk = calloc(XFER_BLOCK, sizeof(*blk));
+        /* small operations use a few descriptors: the first block is small,
+         * so an 8-byte allreduce does not clear 64 of them (~10 KB) */
+        int nb = s->nxfer_blocks ? XFER_BLOCK : XFER_BLOCK / 8;
+        struct xfer *blk = calloc((size_t)nb, sizeof(*blk));
         void *arr = realloc(s->xfer_blocks, (s->nxfer_blocks + 1) * sizeof(*s->xfer_blocks));
         if (!blk || !arr) {
             free(blk);
@@ -302,7 +305,7 @@ static struct xfer *xfer_get(struct sched *s)
         }
         s->xfer_blocks = arr;
         s->xfer_blocks[s->nxfer_blocks++] = blk;
-        for (int i = 0; i < XFER_BLOCK; i++) {
+        for (int i = 0; i < nb; i++) {
             blk[i].next = s->free_xfers;
             s->free_xfers = &blk[i];
         }
