@@ -227,13 +227,14 @@ static void rndv_unref(struct rndv *r)
 }
 
 /* A post inside the state machine failed: the engine's transfer fails with
- * the call named, and that operation of r is over. */
+ * the call named (a vanished peer as FC_ERR_PEER_FAILED, like the tagged
+ * path), and that operation of r is over. */
 static void rndv_post_failed(struct rndv *r, const char *call, size_t len, ssize_t ret)
 {
     struct prov_ep *p = r->p;
-    post_error(p, call, r->peer, len, (int)ret);
+    fc_result_t code = post_error(p, call, r->peer, len, (int)ret);
     snprintf(p->errbuf, sizeof(p->errbuf), "%s", err_get());
-    rndv_finish(r, FC_ERR_FABRIC, 0, p->errbuf);
+    rndv_finish(r, code, 0, p->errbuf);
     rndv_unref(r);
 }
 
