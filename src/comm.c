@@ -115,7 +115,8 @@ fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf
     if (desc && desc != r->desc)
         snprintf(r->desc, sizeof(r->desc), "%s", desc);
     r->p2p = p2p;
-    fc_result_t rc = sched_start(&r->s, &env, sendbuf, recvbuf);
+    fc_result_t rc = r->restart ? sched_restart(&r->s, tagbase, sendbuf, recvbuf)
+                                : sched_start(&r->s, &env, sendbuf, recvbuf);
     if (rc != FC_SUCCESS)
         return rc;
     r->last_change = comm_now();
@@ -141,6 +142,49 @@ fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint6
     return rc;
 }
 
+/* ---- reuse of small collectives' schedules -------------------------------
+ * A finished host-memory collective of at most COMM_RCACHE_MAX_BYTES is kept
+ * (COMM_RCACHE per communicator, newest first); the next call with the same
+ * arguments and algorithm runs its schedule again (sched_restart) instead of
+ * building one: an 8-byte allreduce then allocates nothing. Family lock. */
+static int rcache_same(const struct fc_request *r, const struct coll_args *a,
+                       const struct coll_algo *al)
+{
+    const struct coll_args *k = &r->key;
+    return r->algo == al && k->kind == a->kind && k->root == a->root && k->count == a->count &&
+           k->dt == a->dt && k->op == a->op && k->in_place == a->in_place;
+}
+
+static struct fc_request *rcache_take(struct fc_comm *c, const struct coll_args *a,
+                                      const struct coll_algo *al)
+{
+    for (int i = 0; i < c->nrcache; i++) {
+        struct fc_request *r = c->rcache[i];
+        if (!rcache_same(r, a, al))
+            continue;
+        memmove(&c->rcache[i], &c->rcache[i + 1], (size_t)(c->nrcache - i - 1) * sizeof(r));
+        c->nrcache--;
+        return r;
+    }
+    return NULL;
+}
+
+/* Keeps r for reuse, or frees it. */
+static void rcache_put(struct fc_comm *c, struct fc_request *r)
+{
+    if (!r->algo || r->result != FC_SUCCESS || r->s.xfers_out || r->p2p || r->tp ||
+        r->stream || r->delivery || c->broken != FC_SUCCESS ||
+        r->key.count * r->key.esize > COMM_RCACHE_MAX_BYTES) {
+        comm_request_free(r);
+        return;
+    }
+    if (c->nrcache == COMM_RCACHE)
+        comm_request_free(c->rcache[--c->nrcache]);
+    memmove(&c->rcache[1], &c->rcache[0], (size_t)c->nrcache * sizeof(r));
+    c->rcache[0] = r;
+    c->nrcache++;
+}
+
 /* The result of a finished request, with its message in this thread's
  * error buffer; the request is freed (or parked if transfers remain). */
 static fc_result_t reap(struct fc_request *r)
@@ -164,7 +208,7 @@ static fc_result_t reap(struct fc_request *r)
         r->next = c->sh->zombies;
         c->sh->zombies = r;
     } else {
-        comm_request_free(r);
+        rcache_put(c, r);
     }
     pthread_mutex_unlock(&c->sh->lock);
     return rc;
@@ -286,20 +330,48 @@ fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void 
     const struct coll_algo *al = coll_select(&c->tuning, a, &why);
     if (!al)
         return FC_ERR(FC_ERR_INTERNAL, "no algorithm for %s", coll_kind_name(a->kind));
-    struct fc_request *r = comm_request_new(c, a->dt, a->op);
-    if (!r)
-        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a request");
-    fc_result_t rc = comm_memory_route(c, sendbuf, recvbuf, r);
-    if (rc != FC_SUCCESS) {
-        comm_request_free(r);
-        return rc;
+    pthread_mutex_lock(&c->sh->lock);
+    struct fc_request *r = rcache_take(c, a, al);
+    pthread_mutex_unlock(&c->sh->lock);
+    fc_result_t rc;
+    if (r) {
+        /* a finished run of the same call: its schedule, once more */
+        rc = comm_memory_route(c, sendbuf, recvbuf, r);
+        if (rc != FC_SUCCESS || r->tp) {
+            pthread_mutex_lock(&c->sh->lock); /* its scratch is the family's */
+            comm_request_free(r);
+            pthread_mutex_unlock(&c->sh->lock);
+            r = NULL;
+            if (rc != FC_SUCCESS)
+                return rc;
+        }
     }
-    r->s.coll_name = coll_kind_name(a->kind);
-    r->s.algo_name = al->name;
-    rc = al->build(&r->s, a);
-    if (rc != FC_SUCCESS) {
-        comm_request_free(r);
-        return rc;
+    if (r) {
+        r->next = NULL;
+        r->done = 0;
+        r->result = FC_SUCCESS;
+        r->desc[0] = '\0';
+        r->last_events = 0;
+        r->last_ndone = 0;
+        r->restart = 1;
+    } else {
+        r = comm_request_new(c, a->dt, a->op);
+        if (!r)
+            return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a request");
+        rc = comm_memory_route(c, sendbuf, recvbuf, r);
+        if (rc != FC_SUCCESS) {
+            comm_request_free(r);
+            return rc;
+        }
+        r->s.coll_name = coll_kind_name(a->kind);
+        r->s.algo_name = al->name;
+        rc = al->build(&r->s, a);
+        if (rc != FC_SUCCESS) {
+            comm_request_free(r);
+            return rc;
+        }
+        r->key = *a;
+        r->algo = al;
     }
     uint64_t seq = c->seq++;
     r->seq = seq;
@@ -777,6 +849,10 @@ fc_result_t comm_destroy(struct fc_comm *c, int abort)
         }
         pthread_mutex_unlock(&sh->lock);
     }
+    pthread_mutex_lock(&sh->lock);
+    while (c->nrcache > 0)
+        comm_request_free(c->rcache[--c->nrcache]);
+    pthread_mutex_unlock(&sh->lock);
     shared_release(sh);
     comm_free(c);
     return rc;

@@ -52,6 +52,9 @@ struct comm_shared {
     int thread_on, thread_stop;
 };
 
+#define COMM_RCACHE 4
+#define COMM_RCACHE_MAX_BYTES (256u << 10)
+
 struct fc_comm {
     struct comm_shared *sh;
     int rank, size;
@@ -70,6 +73,11 @@ struct fc_comm {
     fc_result_t broken;        /* set after a failure that leaves it unusable */
     char brokenmsg[512];
     int gpu_device;            /* -1 until a device collective */
+    /* finished small host-memory collectives, kept to run again when the
+     * same call comes back (sched_restart): no schedule to build, nothing
+     * to allocate. Family lock. */
+    struct fc_request *rcache[COMM_RCACHE];
+    int nrcache;
 };
 
 struct fc_request {
@@ -83,6 +91,9 @@ struct fc_request {
                                   (comm_request_desc), not on every call */
     uint64_t seq;              /* a collective's sequence number */
     size_t count;              /* and its element count */
+    struct coll_args key;      /* what was built, for reuse (rcache) */
+    const struct coll_algo *algo; /* NULL: not a collective's schedule */
+    int restart;               /* the schedule ran before: sched_restart */
     double last_change;        /* monotonic seconds of the last progress */
     uint64_t last_events;
     uint32_t last_ndone;

@@ -565,6 +565,33 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
     return FC_SUCCESS;
 }
 
+fc_result_t sched_restart(struct sched *s, uint64_t tag_base, void *sendbuf, void *recvbuf)
+{
+    if (s->status != FC_SUCCESS || s->xfers_out != 0 || !sched_done(s))
+        return FC_ERR(FC_ERR_INTERNAL, "%s: restarting a schedule that did not finish cleanly",
+                      s->coll_name);
+    s->env.tag_base = tag_base;
+    s->base[R_SEND] = sendbuf;
+    s->base[R_RECV] = recvbuf;
+    s->ndone = s->nwork = s->nswork = s->nstalled = 0;
+    s->progress_events = 0;
+    s->errmsg[0] = '\0';
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        struct sched_step *st = &s->steps[i];
+        st->queued = st->complete = 0;
+        st->issued = st->inflight = st->prefix = 0;
+        st->winmask = 0;
+        st->nfull_unmet = 0;
+        for (uint32_t e = st->pred_first; e < st->pred_first + st->npred; e++)
+            if (!s->preds[e].chunked)
+                st->nfull_unmet++;
+    }
+    for (uint32_t i = 0; i < s->nsteps; i++)
+        if (s->steps[i].npred == 0)
+            push(s, i);
+    return FC_SUCCESS;
+}
+
 fc_result_t sched_advance(struct sched *s)
 {
     if (s->status != FC_SUCCESS)

@@ -174,6 +174,11 @@ int sched_fence(struct sched *s, int from);
  * Allocates scratch (from the transport when it offers memory). */
 fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *sendbuf,
                         void *recvbuf);
+/* Runs a finished schedule again on other buffers and tags: the run state
+ * is reset; the description, the dependency arrays, scratch and transfer
+ * descriptors are kept. Only for a schedule that completed without error,
+ * with no transfer posted, started before with the same env but tag_base. */
+fc_result_t sched_restart(struct sched *s, uint64_t tag_base, void *sendbuf, void *recvbuf);
 /* Issues whatever is ready. Returns s->status. Completions arrive via the
  * transport's progress, which the caller drives. */
 fc_result_t sched_advance(struct sched *s);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* fc_allreduce: every datatype x op x count (0, 1, < ranks, not divisible,
- * large) x in place / out of place, against closed-form values. */
+ * large) x in place / out of place, against closed-form values; then the
+ * same small calls repeated on changing buffers. */
 #include <string.h>
 
 #include "common.h"
@@ -46,6 +47,42 @@ int main(void)
                                  "%s %s count %zu: the send buffer was modified", ft_dt_name(dt),
                                  ft_op_name(op), n);
                 }
+    /* The same call again and again (a communicator runs a finished small
+     * schedule again instead of building one): other buffers and other
+     * values every time, in place and not, so a stale binding shows. */
+    enum { NB = 3, MAXN = 1000 };
+    float *bufs[NB];
+    for (int k = 0; k < NB; k++)
+        bufs[k] = malloc(2 * MAXN * sizeof(float));
+    const size_t counts[3] = {1, 7, MAXN};
+    for (int it = 0; it < 30; it++)
+        for (int ci = 0; ci < 3; ci++) {
+            size_t n = counts[ci];
+            float *sb = bufs[it % NB], *rb = bufs[(it + 1) % NB] + MAXN;
+            int ip = it % 3 == 0;
+            for (size_t i = 0; i < n; i++)
+                sb[i] = (float)(t.rank + it + (int)(i % 5));
+            fc_result_t rc;
+            if (ip) {
+                memcpy(rb, sb, n * sizeof(float));
+                rc = fc_allreduce(rb, rb, n, FC_FLOAT32, FC_SUM, t.comm);
+            } else {
+                rc = fc_allreduce(sb, rb, n, FC_FLOAT32, FC_SUM, t.comm);
+            }
+            FT_CHECK(&t, rc == FC_SUCCESS, "repeated call %d count %zu: %s", it, n,
+                     fc_last_error());
+            for (size_t i = 0; i < n; i++) {
+                float e = (float)(t.size * (t.size - 1) / 2 + t.size * (it + (int)(i % 5)));
+                if (rb[i] != e) {
+                    ft_fail(&t, __FILE__, __LINE__,
+                            "repeated call %d count %zu in_place %d: element %zu is %g, "
+                            "expected %g", it, n, ip, i, (double)rb[i], (double)e);
+                    break;
+                }
+            }
+        }
+    for (int k = 0; k < NB; k++)
+        free(bufs[k]);
     free(send);
     free(recv);
     free(keep);

@@ -194,6 +194,69 @@ Test(sched, chunked_dependency_pipelines)
     loop_fabric_destroy(f);
 }
 
+/* A finished schedule runs again on new buffers and tags (what a
+ * communicator does with a repeated small collective), pipelining as the
+ * first time; one that did not finish cleanly is refused. */
+Test(sched, restart_runs_again)
+{
+    struct loop_fabric *f = loop_fabric_create(3, 0);
+    struct spy sp[3];
+    struct transport *tp[3];
+    for (int r = 0; r < 3; r++) {
+        spy_init(&sp[r], loop_transport(f, r));
+        tp[r] = &sp[r].base;
+    }
+    enum { N = 64 * 20 };
+    static char a[N], b[N], c[N];
+    struct sched s[3];
+    for (int r = 0; r < 3; r++)
+        sched_init(&s[r], FC_UINT8, FC_SUM, 3);
+    sched_send(&s[0], 1, 0, sbuf(R_SEND, 0), N);
+    int rcv = sched_recv(&s[1], 0, 0, sbuf(R_RECV, 0), N);
+    int snd = sched_send(&s[1], 2, 1, sbuf(R_RECV, 0), N);
+    sched_dep(&s[1], snd, rcv, 1);
+    sched_recv(&s[2], 1, 1, sbuf(R_RECV, 0), N);
+    for (int run = 0; run < 4; run++) {
+        for (int i = 0; i < N; i++)
+            a[i] = (char)(i * 7 + run);
+        memset(b, 0, N);
+        memset(c, 0, N);
+        for (int r = 0; r < 3; r++) {
+            void *sb = r == 0 ? a : NULL, *rb = r == 1 ? b : r == 2 ? c : NULL;
+            if (run == 0) {
+                struct sched_env e = env_of(tp[r], 64, 2, 1);
+                cr_assert_eq(sched_start(&s[r], &e, sb, rb), FC_SUCCESS);
+            } else {
+                cr_assert_eq(sched_restart(&s[r], tag_base(1, TAG_KIND_COLL, 1 + run), sb, rb),
+                             FC_SUCCESS, "run %d rank %d", run, r);
+            }
+            sp[r].nevents = 0;
+        }
+        cr_assert_eq(run_all(s, tp, 3), 0, "run %d", run);
+        cr_assert_arr_eq(a, b, N, "run %d", run);
+        cr_assert_arr_eq(a, c, N, "run %d", run);
+        int first_send = -1, last_recv_done = -1;
+        for (int i = 0; i < sp[1].nevents; i++) {
+            int e = sp[1].events[i];
+            if (e / 100000 == snd && e % 10 == 1 && first_send < 0)
+                first_send = i;
+            if (e / 100000 == rcv && e % 10 == 3)
+                last_recv_done = i;
+        }
+        cr_assert_lt(first_send, last_recv_done, "run %d: no pipelining", run);
+    }
+    /* rank 2 alone restarted: it cannot finish, and cannot be restarted */
+    cr_assert_eq(sched_restart(&s[2], tag_base(1, TAG_KIND_COLL, 9), NULL, c), FC_SUCCESS);
+    int nc;
+    tp[2]->ops->progress(tp[2], &nc);
+    cr_assert_eq(sched_advance(&s[2]), FC_SUCCESS);
+    cr_assert(!sched_done(&s[2]));
+    cr_assert_neq(sched_restart(&s[2], tag_base(1, TAG_KIND_COLL, 10), NULL, c), FC_SUCCESS);
+    loop_fabric_destroy(f); /* first: rank 2's receive is still posted */
+    for (int r = 0; r < 3; r++)
+        sched_release(&s[r]);
+}
+
 /* Two schedules in flight at once on the same ranks, posted in opposite
  * orders, with the same step tags: the sequence number keeps them apart. */
 Test(sched, concurrent_schedules_do_not_cross)
