@@ -305,7 +305,7 @@ const char *comm_request_desc(struct fc_request *r)
 {
     if (!r->desc[0] && r->s.coll_name)
         snprintf(r->desc, sizeof(r->desc), "%s #%llu (%s, %zu x %s%s)", r->s.coll_name,
-                 (unsigned long long)r->seq, r->s.algo_name, r->count, reduce_dt_name(r->s.dt),
+                 (unsigned long long)r->seq, r->s.algo_name, r->key.count, reduce_dt_name(r->s.dt),
                  r->tp ? ", device memory" : "");
     return r->desc;
 }
@@ -375,7 +375,6 @@ fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void 
     }
     uint64_t seq = c->seq++;
     r->seq = seq;
-    r->count = a->count;
     FC_TRACE(LOG_COLL, "%s: chosen by %s, %u steps", comm_request_desc(r), why, r->s.nsteps);
     *tagbase = tag_base(c->id, TAG_KIND_COLL, seq);
     *out = r;

@@ -90,8 +90,7 @@ struct fc_request {
                                   collectives format it when first needed
                                   (comm_request_desc), not on every call */
     uint64_t seq;              /* a collective's sequence number */
-    size_t count;              /* and its element count */
-    struct coll_args key;      /* what was built, for reuse (rcache) */
+    struct coll_args key;      /* what was built: for messages and reuse (rcache) */
     const struct coll_algo *algo; /* NULL: not a collective's schedule */
     int restart;               /* the schedule ran before: sched_restart */
     double last_change;        /* monotonic seconds of the last progress */

@@ -487,6 +487,26 @@ static void try_issue(struct sched *s, uint32_t i)
     }
 }
 
+/* The run state of every step from the dependency arrays (first run and
+ * every restart alike), and the steps without predecessors queued. */
+static void begin_run(struct sched *s)
+{
+    s->ndone = s->nwork = s->nswork = s->nstalled = 0;
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        struct sched_step *st = &s->steps[i];
+        st->queued = st->complete = 0;
+        st->issued = st->inflight = st->prefix = 0;
+        st->winmask = 0;
+        st->nfull_unmet = 0;
+        for (uint32_t e = st->pred_first; e < st->pred_first + st->npred; e++)
+            if (!s->preds[e].chunked)
+                st->nfull_unmet++;
+    }
+    for (uint32_t i = 0; i < s->nsteps; i++)
+        if (s->steps[i].npred == 0)
+            push(s, i);
+}
+
 fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *sendbuf, void *recvbuf)
 {
     if (s->build_err)
@@ -543,8 +563,6 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
         s->succs[pred->succ_first + pred->nsucc].step = s->edges[e].step;
         s->succs[pred->succ_first + pred->nsucc].chunked = s->edges[e].chunked;
         pred->nsucc++;
-        if (!s->edges[e].chunked)
-            dep->nfull_unmet++;
     }
     if (s->scratch_bytes) {
         struct transport *tp = s->env.tp;
@@ -559,9 +577,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
                           s->coll_name, s->scratch_bytes);
     }
     s->base[R_SCRATCH] = s->scratch;
-    for (uint32_t i = 0; i < n; i++)
-        if (s->steps[i].npred == 0)
-            push(s, i);
+    begin_run(s);
     return FC_SUCCESS;
 }
 
@@ -573,22 +589,9 @@ fc_result_t sched_restart(struct sched *s, uint64_t tag_base, void *sendbuf, voi
     s->env.tag_base = tag_base;
     s->base[R_SEND] = sendbuf;
     s->base[R_RECV] = recvbuf;
-    s->ndone = s->nwork = s->nswork = s->nstalled = 0;
     s->progress_events = 0;
     s->errmsg[0] = '\0';
-    for (uint32_t i = 0; i < s->nsteps; i++) {
-        struct sched_step *st = &s->steps[i];
-        st->queued = st->complete = 0;
-        st->issued = st->inflight = st->prefix = 0;
-        st->winmask = 0;
-        st->nfull_unmet = 0;
-        for (uint32_t e = st->pred_first; e < st->pred_first + st->npred; e++)
-            if (!s->preds[e].chunked)
-                st->nfull_unmet++;
-    }
-    for (uint32_t i = 0; i < s->nsteps; i++)
-        if (s->steps[i].npred == 0)
-            push(s, i);
+    begin_run(s);
     return FC_SUCCESS;
 }
 
