@@ -147,51 +147,68 @@ Test(sched, chunking_and_window)
     loop_fabric_destroy(f);
 }
 
+/* Three ranks over spies on one loopback fabric: rank 0 sends N bytes to
+ * rank 1, which forwards them to rank 2 with a chunked dependency. */
+enum { FWD_N = 64 * 20 };
+struct fwd {
+    struct loop_fabric *f;
+    struct spy sp[3];
+    struct transport *tp[3];
+    struct sched s[3];
+    int rcv, snd; /* rank 1's steps */
+};
+
+static void fwd_build(struct fwd *w)
+{
+    w->f = loop_fabric_create(3, 0);
+    for (int r = 0; r < 3; r++) {
+        spy_init(&w->sp[r], loop_transport(w->f, r));
+        w->tp[r] = &w->sp[r].base;
+        sched_init(&w->s[r], FC_UINT8, FC_SUM, 3);
+    }
+    sched_send(&w->s[0], 1, 0, sbuf(R_SEND, 0), FWD_N);
+    w->rcv = sched_recv(&w->s[1], 0, 0, sbuf(R_RECV, 0), FWD_N);
+    w->snd = sched_send(&w->s[1], 2, 1, sbuf(R_RECV, 0), FWD_N);
+    sched_dep(&w->s[1], w->snd, w->rcv, 1);
+    sched_recv(&w->s[2], 1, 1, sbuf(R_RECV, 0), FWD_N);
+}
+
+/* Rank 1 posted its first forward before its last receive completed. */
+static void fwd_check_pipelined(const struct fwd *w, int run)
+{
+    int first_send = -1, last_recv_done = -1;
+    for (int i = 0; i < w->sp[1].nevents; i++) {
+        int e = w->sp[1].events[i];
+        if (e / 100000 == w->snd && e % 10 == 1 && first_send < 0)
+            first_send = i;
+        if (e / 100000 == w->rcv && e % 10 == 3)
+            last_recv_done = i;
+    }
+    cr_assert_lt(first_send, last_recv_done, "run %d: no pipelining: first forward at event %d, "
+                 "last receive done at %d", run, first_send, last_recv_done);
+}
+
 /* Rank 1 forwards what it receives from 0 to 2 with a chunked dependency:
  * it must post its first send before its last receive completes. */
 Test(sched, chunked_dependency_pipelines)
 {
-    struct loop_fabric *f = loop_fabric_create(3, 0);
-    struct spy sp[3];
-    struct transport *tp[3];
-    for (int r = 0; r < 3; r++) {
-        spy_init(&sp[r], loop_transport(f, r));
-        tp[r] = &sp[r].base;
-    }
-    enum { N = 64 * 20 };
-    static char a[N], b[N], c[N];
-    for (int i = 0; i < N; i++)
+    struct fwd w;
+    fwd_build(&w);
+    static char a[FWD_N], b[FWD_N], c[FWD_N];
+    for (int i = 0; i < FWD_N; i++)
         a[i] = (char)(i ^ 0x33);
-    struct sched s[3];
-    for (int r = 0; r < 3; r++)
-        sched_init(&s[r], FC_UINT8, FC_SUM, 3);
-    sched_send(&s[0], 1, 0, sbuf(R_SEND, 0), N);
-    int rcv = sched_recv(&s[1], 0, 0, sbuf(R_RECV, 0), N);
-    int snd = sched_send(&s[1], 2, 1, sbuf(R_RECV, 0), N);
-    sched_dep(&s[1], snd, rcv, 1);
-    sched_recv(&s[2], 1, 1, sbuf(R_RECV, 0), N);
     void *bufs[3][2] = {{a, NULL}, {NULL, b}, {NULL, c}};
     for (int r = 0; r < 3; r++) {
-        struct sched_env e = env_of(tp[r], 64, 2, 1);
-        cr_assert_eq(sched_start(&s[r], &e, bufs[r][0], bufs[r][1]), FC_SUCCESS);
+        struct sched_env e = env_of(w.tp[r], 64, 2, 1);
+        cr_assert_eq(sched_start(&w.s[r], &e, bufs[r][0], bufs[r][1]), FC_SUCCESS);
     }
-    cr_assert_eq(run_all(s, tp, 3), 0);
-    cr_assert_arr_eq(a, b, N);
-    cr_assert_arr_eq(a, c, N);
-    /* rank 1: index of first send post, of last recv completion */
-    int first_send = -1, last_recv_done = -1;
-    for (int i = 0; i < sp[1].nevents; i++) {
-        int e = sp[1].events[i];
-        if (e / 100000 == snd && e % 10 == 1 && first_send < 0)
-            first_send = i;
-        if (e / 100000 == rcv && e % 10 == 3)
-            last_recv_done = i;
-    }
-    cr_assert_lt(first_send, last_recv_done, "no pipelining: first forward at event %d, last "
-                 "receive done at %d", first_send, last_recv_done);
+    cr_assert_eq(run_all(w.s, w.tp, 3), 0);
+    cr_assert_arr_eq(a, b, FWD_N);
+    cr_assert_arr_eq(a, c, FWD_N);
+    fwd_check_pipelined(&w, 0);
     for (int r = 0; r < 3; r++)
-        sched_release(&s[r]);
-    loop_fabric_destroy(f);
+        sched_release(&w.s[r]);
+    loop_fabric_destroy(w.f);
 }
 
 /* A finished schedule runs again on new buffers and tags (what a
@@ -199,62 +216,40 @@ Test(sched, chunked_dependency_pipelines)
  * first time; one that did not finish cleanly is refused. */
 Test(sched, restart_runs_again)
 {
-    struct loop_fabric *f = loop_fabric_create(3, 0);
-    struct spy sp[3];
-    struct transport *tp[3];
-    for (int r = 0; r < 3; r++) {
-        spy_init(&sp[r], loop_transport(f, r));
-        tp[r] = &sp[r].base;
-    }
-    enum { N = 64 * 20 };
-    static char a[N], b[N], c[N];
-    struct sched s[3];
-    for (int r = 0; r < 3; r++)
-        sched_init(&s[r], FC_UINT8, FC_SUM, 3);
-    sched_send(&s[0], 1, 0, sbuf(R_SEND, 0), N);
-    int rcv = sched_recv(&s[1], 0, 0, sbuf(R_RECV, 0), N);
-    int snd = sched_send(&s[1], 2, 1, sbuf(R_RECV, 0), N);
-    sched_dep(&s[1], snd, rcv, 1);
-    sched_recv(&s[2], 1, 1, sbuf(R_RECV, 0), N);
+    struct fwd w;
+    fwd_build(&w);
+    static char a[FWD_N], b[FWD_N], c[FWD_N];
     for (int run = 0; run < 4; run++) {
-        for (int i = 0; i < N; i++)
+        for (int i = 0; i < FWD_N; i++)
             a[i] = (char)(i * 7 + run);
-        memset(b, 0, N);
-        memset(c, 0, N);
+        memset(b, 0, FWD_N);
+        memset(c, 0, FWD_N);
         for (int r = 0; r < 3; r++) {
             void *sb = r == 0 ? a : NULL, *rb = r == 1 ? b : r == 2 ? c : NULL;
             if (run == 0) {
-                struct sched_env e = env_of(tp[r], 64, 2, 1);
-                cr_assert_eq(sched_start(&s[r], &e, sb, rb), FC_SUCCESS);
+                struct sched_env e = env_of(w.tp[r], 64, 2, 1);
+                cr_assert_eq(sched_start(&w.s[r], &e, sb, rb), FC_SUCCESS);
             } else {
-                cr_assert_eq(sched_restart(&s[r], tag_base(1, TAG_KIND_COLL, 1 + run), sb, rb),
+                cr_assert_eq(sched_restart(&w.s[r], tag_base(1, TAG_KIND_COLL, 1 + run), sb, rb),
                              FC_SUCCESS, "run %d rank %d", run, r);
             }
-            sp[r].nevents = 0;
+            w.sp[r].nevents = 0;
         }
-        cr_assert_eq(run_all(s, tp, 3), 0, "run %d", run);
-        cr_assert_arr_eq(a, b, N, "run %d", run);
-        cr_assert_arr_eq(a, c, N, "run %d", run);
-        int first_send = -1, last_recv_done = -1;
-        for (int i = 0; i < sp[1].nevents; i++) {
-            int e = sp[1].events[i];
-            if (e / 100000 == snd && e % 10 == 1 && first_send < 0)
-                first_send = i;
-            if (e / 100000 == rcv && e % 10 == 3)
-                last_recv_done = i;
-        }
-        cr_assert_lt(first_send, last_recv_done, "run %d: no pipelining", run);
+        cr_assert_eq(run_all(w.s, w.tp, 3), 0, "run %d", run);
+        cr_assert_arr_eq(a, b, FWD_N, "run %d", run);
+        cr_assert_arr_eq(a, c, FWD_N, "run %d", run);
+        fwd_check_pipelined(&w, run);
     }
     /* rank 2 alone restarted: it cannot finish, and cannot be restarted */
-    cr_assert_eq(sched_restart(&s[2], tag_base(1, TAG_KIND_COLL, 9), NULL, c), FC_SUCCESS);
+    cr_assert_eq(sched_restart(&w.s[2], tag_base(1, TAG_KIND_COLL, 9), NULL, c), FC_SUCCESS);
     int nc;
-    tp[2]->ops->progress(tp[2], &nc);
-    cr_assert_eq(sched_advance(&s[2]), FC_SUCCESS);
-    cr_assert(!sched_done(&s[2]));
-    cr_assert_neq(sched_restart(&s[2], tag_base(1, TAG_KIND_COLL, 10), NULL, c), FC_SUCCESS);
-    loop_fabric_destroy(f); /* first: rank 2's receive is still posted */
+    w.tp[2]->ops->progress(w.tp[2], &nc);
+    cr_assert_eq(sched_advance(&w.s[2]), FC_SUCCESS);
+    cr_assert(!sched_done(&w.s[2]));
+    cr_assert_neq(sched_restart(&w.s[2], tag_base(1, TAG_KIND_COLL, 10), NULL, c), FC_SUCCESS);
+    loop_fabric_destroy(w.f); /* first: rank 2's receive is still posted */
     for (int r = 0; r < 3; r++)
-        sched_release(&s[r]);
+        sched_release(&w.s[r]);
 }
 
 /* Two schedules in flight at once on the same ranks, posted in opposite
