@@ -21,8 +21,9 @@ int prov_hmem_wanted(const cfg_t *cfg)
     return cfg->gdr != CFG_GDR_OFF && gpu_available(NULL);
 }
 
+/* probe: a refusal is an answer (the staged tier follows), not a warning */
 fc_result_t prov_hmem_reg(struct prov_ep *p, void *buf, size_t len, int device, uint64_t key,
-                          struct fid_mr **mr)
+                          int probe, struct fid_mr **mr)
 {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     struct fi_mr_attr attr;
@@ -38,11 +39,14 @@ fc_result_t prov_hmem_reg(struct prov_ep *p, void *buf, size_t len, int device, 
     int ret = fi_mr_regattr(p->domain, &attr, FI_HMEM_DEVICE_ONLY, mr);
     if (ret == -FI_EINVAL || ret == -FI_EBADFLAGS || ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP)
         ret = fi_mr_regattr(p->domain, &attr, 0, mr);
-    if (ret)
-        return FC_ERR(FC_ERR_FABRIC,
-                      "fi_mr_regattr of %zu bytes of GPU %d memory (provider %s, FI_HMEM_CUDA) "
-                      "failed: %s (%d)",
-                      len, device, p->prov_name, fi_strerror(-ret), ret);
+    if (ret) {
+        const char *fmt = "fi_mr_regattr of %zu bytes of GPU %d memory (provider %s, "
+                          "FI_HMEM_CUDA) failed: %s (%d)";
+        return probe ? FC_ERR_QUIET(FC_ERR_FABRIC, fmt, len, device, p->prov_name,
+                                    fi_strerror(-ret), ret)
+                     : FC_ERR(FC_ERR_FABRIC, fmt, len, device, p->prov_name, fi_strerror(-ret),
+                              ret);
+    }
     if (p->mr_mode & FI_MR_ENDPOINT) {
         ret = fi_mr_bind(*mr, &p->ep->fid, 0);
         if (!ret)
@@ -78,7 +82,7 @@ fc_result_t prov_hmem_probe(struct prov_ep *p, const cfg_t *cfg)
         if (!d) {
             snprintf(p->hmem_why, sizeof(p->hmem_why), "cannot allocate GPU memory to test: %s",
                      err_get());
-        } else if (prov_hmem_reg(p, d, 1 << 16, 0, p->next_key++, &mr) != FC_SUCCESS) {
+        } else if (prov_hmem_reg(p, d, 1 << 16, 0, p->next_key++, 1, &mr) != FC_SUCCESS) {
             snprintf(p->hmem_why, sizeof(p->hmem_why),
                      "registering GPU memory failed (libfabric built without CUDA?): %.120s",
                      err_get());

@@ -231,7 +231,7 @@ static fc_result_t dev_acquire(struct prov_ep *p, const char *b, size_t len,
     char *base = gp->size ? (char *)gp->base : (char *)b;
     size_t size = gp->size ? gp->size : len;
     uint64_t key = (p->prov_mr_mode & FI_MR_PROV_KEY) ? 0 : p->next_key++;
-    fc_result_t rc = prov_hmem_reg(p, base, size, gp->device, key, &m->mr);
+    fc_result_t rc = prov_hmem_reg(p, base, size, gp->device, key, 0, &m->mr);
     if (rc != FC_SUCCESS) {
         free(m);
         return rc;

@@ -132,9 +132,10 @@ int prov_hmem_wanted(const cfg_t *cfg);
 /* After the endpoint is up: can it take device memory? Sets hmem and
  * hmem_why; FC_ERR_UNSUPPORTED when FC_GDR=on and it cannot. */
 fc_result_t prov_hmem_probe(struct prov_ep *p, const cfg_t *cfg);
-/* Registers device memory (iface CUDA) into m. */
+/* Registers device memory (iface CUDA) into *mr; probe: a refusal logs at
+ * INFO only (the probe expects it where libfabric lacks CUDA). */
 fc_result_t prov_hmem_reg(struct prov_ep *p, void *buf, size_t len, int device, uint64_t key,
-                          struct fid_mr **mr);
+                          int probe, struct fid_mr **mr);
 
 /* profile.c */
 uint16_t prov_pref_of(const char *prov_name);
