@@ -57,6 +57,11 @@ static void finish(struct fc_request *r, fc_result_t rc)
         comm_stream_finished(r); /* nobody waits for it: release its stream */
 }
 
+static int tp_idle(struct transport *t)
+{
+    return !t || !t->ops->idle || t->ops->idle(t);
+}
+
 void comm_progress_locked(struct comm_shared *sh)
 {
     if (sh->stream_q)
@@ -85,7 +90,7 @@ void comm_progress_locked(struct comm_shared *sh)
         fc_result_t rc = sched_advance(&r->s);
         if (rc != FC_SUCCESS)
             finish(r, rc);
-        else if (sched_done(&r->s))
+        else if (sched_done(&r->s) && tp_idle(r->tp))
             finish(r, FC_SUCCESS);
     }
     /* failed requests whose transfers were still posted: free once drained */
@@ -122,7 +127,13 @@ fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf
     r->last_change = comm_now();
     r->next = c->sh->active;
     c->sh->active = r;
-    /* issue what can go now; small operations often finish here */
+    /* issue what can go now, before reading the fabric (on tcp a read is a
+     * system call, and a staged send's device copy should start first);
+     * small operations often finish in the progress that follows */
+    if (c->sh->failed == FC_SUCCESS && (rc = sched_advance(&r->s)) != FC_SUCCESS) {
+        finish(r, rc);
+        return FC_SUCCESS; /* failed like any request: its result tells */
+    }
     comm_progress_locked(c->sh);
     if (c->sh->thread_on)
         pthread_cond_signal(&c->sh->cond);

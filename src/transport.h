@@ -87,6 +87,10 @@ struct transport_ops {
      * x->done from progress (len of the op). NULL: the engine runs local
      * steps itself, on the host, synchronously. */
     fc_result_t (*local)(struct transport *t, const struct local_op *op, struct xfer *x);
+    /* Optional: 0 while work already reported done still runs (device
+     * copies and kernels completed in stream order); a collective ends only
+     * when its transport is idle. NULL: always idle. */
+    int (*idle)(struct transport *t);
 };
 
 struct transport {
