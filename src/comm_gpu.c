@@ -54,7 +54,7 @@ fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void
         /* the communicator's chunk, whatever the memory: both ends of a
          * message must cut it alike, and a peer's buffer may be host memory */
         size_t chunk = c->chunk;
-        rc = gpu_tp_create(sh->tp, dev, hmem, chunk, &sh->gpu);
+        rc = gpu_tp_create(sh->tp, dev, hmem, prov_rndv_min_get(sh->ep), chunk, &sh->gpu);
         if (rc == FC_SUCCESS) {
             sh->ptp = gpu_tp_transport(sh->gpu);
             char bus[32];

@@ -65,8 +65,9 @@ static const struct row rows[] = {
      "message by the rendezvous (where FI_RMA is offered). Rank 0's value holds for all."},
     {"FC_RNDV_MIN", T_SIZE, "0", F(rndv_min), NULL, S_USER,
      "Smallest message sent by the RMA rendezvous under FC_PROTO=auto (bytes, K/M/G "
-     "suffixes); 0 = the provider's default from fabcoll's profile. Rank 0's value holds for "
-     "all."},
+     "suffixes); 0 = the provider's default from fabcoll's profile. On endpoints that take "
+     "device memory (gdr tier) smaller device messages are staged through host memory. Rank "
+     "0's value holds for all."},
     {"FC_EAGER_MAX", T_SIZE, "0", F(eager_max), NULL, S_USER,
      "Largest message sent eagerly (bytes, K/M/G suffixes), capped by the provider's inject "
      "size; 0 = the provider's default from fabcoll's profile."},

@@ -17,6 +17,29 @@
  *    device data is never reduced on the host. Host operands of a mixed
  *    step are copied to device temporaries first.
  * Scratch memory of device collectives is device memory.
+ *
+ * Completion in stream order (chunks of at most EARLY_MAX bytes): the host
+ * waits for the GPU only where the fabric needs the bytes (before a staged
+ * send or a gdr post of device memory) and at the end of a collective.
+ * A staged receive's H2D copy and a local step on device operands are
+ * queued on the compute stream and reported done at once; whatever the
+ * engine starts next on the device is ordered after them by the GPU:
+ * later compute work by the stream itself, copies on the other streams by
+ * a stream wait on the newest such event, and fabric posts of device
+ * memory wait for that event on the host. A collective finishes only when
+ * the transport is idle (gt_idle). Each small step then costs the GPU's
+ * queue, not a host round trip per step: on an H200 a copy or kernel seen
+ * done by the host takes 6-9 us, the same chained on the GPU adds ~3-5.
+ *
+ * Deferred copies (staged receives of at most DEFER_MAX bytes): the bytes
+ * stay in the pinned bounce buffer, which kernels read in place (pinned
+ * memory has the same address on the device under UVA), and the H2D copy
+ * is made only when something needs the device copy: a staged send or gdr
+ * post of it, a read not wholly inside it, or, when the collective ends,
+ * the caller's buffer. A receive into scratch that only a reduction reads
+ * (2-rank allreduce) is never copied up: 1.3 us of API call and ~2 us on
+ * the GPU less per step on an H200. Deferred ranges never overlap: a write
+ * over one drops it (wholly covered) or copies it up first (partly).
  */
 #define _GNU_SOURCE
 #include "gpu_tp.h"
@@ -29,7 +52,23 @@
 #include "log.h"
 #include "reduce.h"
 
-enum pkind { P_SEND_D2H, P_SEND_POSTED, P_RECV_POSTED, P_RECV_H2D, P_LOCAL, P_HOST_DONE };
+enum pkind {
+    P_SEND_D2H,
+    P_SEND_POSTED,
+    P_RECV_POSTED,
+    P_RECV_H2D,
+    P_LOCAL,
+    P_HOST_DONE,
+    P_DIRECT_WAIT, /* a fabric post of device memory waiting for queued GPU work */
+    P_DEFERRED,    /* a staged receive whose H2D copy is deferred (see above) */
+};
+
+/* chunks up to this complete in stream order (see above) */
+#define EARLY_MAX ((size_t)256 << 10)
+/* staged receives up to this stay in their bounce buffer (see above) */
+#define DEFER_MAX ((size_t)64 << 10)
+/* scratch allocations tracked for deferred receives (more: copied up) */
+#define SCRATCH_MAX 16
 
 struct pend {
     int kind;
@@ -38,14 +77,22 @@ struct pend {
     struct xfer ix;       /* ours, for the inner transport */
     gpu_event_t *ev;
     void *bounce;         /* pinned host */
+    struct bpool *bpool;  /* where it goes back */
     void *tmp[3];         /* device temporaries of a mixed local step */
     size_t tmplen;
     void *dst;            /* H2D target */
+    void *buf;            /* P_DIRECT_WAIT: the device buffer to post */
     size_t len;
     int peer;
     uint64_t tag;
     fc_result_t status;
     struct pend *next;
+};
+
+#define SMALL_BOUNCE ((size_t)64 << 10)
+struct bpool {
+    void **v;
+    int n, cap;
 };
 
 #define POOL_CLASSES 64
@@ -59,12 +106,21 @@ struct gpu_tp {
     struct transport *inner;
     int device;
     int hmem;
+    size_t direct_min;     /* gdr tier: device chunks from this size go direct */
     size_t bounce_size;
     gpu_stream_t *d2h, *h2d, *comp;
     struct pend *pending;  /* waiting for the GPU or for the inner transport */
+    struct pend *early;    /* reported done, still running on comp */
+    struct pend *deferred; /* P_DEFERRED, disjoint ranges */
+    struct {
+        uintptr_t base;
+        size_t len;
+    } scratch[SCRATCH_MAX]; /* live scratch from mem_alloc */
+    int nscratch;
+    gpu_event_t *tail;     /* the newest event among them */
+    fc_result_t failed;    /* an early step failed on the GPU */
     struct pend *free_pend;
-    void **bounces;
-    int nbounce, capbounce;
+    struct bpool bbig, bsmall;
     struct pool dev[POOL_CLASSES];
     char errbuf[512];
 };
@@ -96,28 +152,37 @@ static void dev_put(struct gpu_tp *g, void *p, size_t len)
         gpu_dev_free(g->device, p);
 }
 
-static void *bounce_get(struct gpu_tp *g)
+/* Pinned bounce buffers: chunk-sized ones, and small ones for small
+ * messages (in the gdr tier chunks are megabytes, staged messages small). */
+static struct bpool *bpool_of(struct gpu_tp *g, size_t len)
 {
-    if (g->nbounce > 0)
-        return g->bounces[--g->nbounce];
-    return gpu_host_alloc(g->device, g->bounce_size);
+    return len <= SMALL_BOUNCE && g->bounce_size > SMALL_BOUNCE ? &g->bsmall : &g->bbig;
 }
 
-static void bounce_put(struct gpu_tp *g, void *b)
+static void *bounce_get(struct gpu_tp *g, struct pend *p, size_t len)
 {
-    if (!b)
+    struct bpool *b = bpool_of(g, len);
+    p->bpool = b;
+    if (b->n > 0)
+        return b->v[--b->n];
+    return gpu_host_alloc(g->device, b == &g->bsmall ? SMALL_BOUNCE : g->bounce_size);
+}
+
+static void bounce_put(struct bpool *b, void *buf)
+{
+    if (!buf)
         return;
-    if (g->nbounce == g->capbounce) {
-        int nc = g->capbounce ? g->capbounce * 2 : 16;
-        void **n = realloc(g->bounces, (size_t)nc * sizeof(void *));
+    if (b->n == b->cap) {
+        int nc = b->cap ? b->cap * 2 : 16;
+        void **n = realloc(b->v, (size_t)nc * sizeof(void *));
         if (!n) {
-            gpu_host_free(b);
+            gpu_host_free(buf);
             return;
         }
-        g->bounces = n;
-        g->capbounce = nc;
+        b->v = n;
+        b->cap = nc;
     }
-    g->bounces[g->nbounce++] = b;
+    b->v[b->n++] = buf;
 }
 
 static struct pend *pend_get(struct gpu_tp *g)
@@ -136,7 +201,8 @@ static void pend_put(struct gpu_tp *g, struct pend *p)
 {
     if (p->ev)
         gpu_event_put(p->ev);
-    bounce_put(g, p->bounce);
+    if (p->bounce)
+        bounce_put(p->bpool, p->bounce);
     for (int i = 0; i < 3; i++)
         dev_put(g, p->tmp[i], p->tmplen);
     p->next = g->free_pend;
@@ -147,6 +213,133 @@ static void push(struct gpu_tp *g, struct pend *p)
 {
     p->next = g->pending;
     g->pending = p;
+}
+
+static void unlink_pending(struct gpu_tp *g, struct pend *p)
+{
+    for (struct pend **pp = &g->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            return;
+        }
+}
+
+/* The newest event of work reported done but still queued on comp, or
+ * NULL when there is none left (then the early list is released: events of
+ * one stream complete in order). */
+static gpu_event_t *early_tail(struct gpu_tp *g)
+{
+    if (!g->early)
+        return NULL;
+    int d = gpu_event_done(g->tail);
+    if (d == 0)
+        return g->tail;
+    if (d < 0 && g->failed == FC_SUCCESS) {
+        g->failed = FC_ERR_CUDA;
+        snprintf(g->errbuf, sizeof(g->errbuf), "a copy or kernel of an earlier step failed: %s",
+                 err_get());
+    }
+    while (g->early) {
+        struct pend *p = g->early;
+        g->early = p->next;
+        pend_put(g, p);
+    }
+    g->tail = NULL;
+    return NULL;
+}
+
+/* p's work is queued on comp and recorded in p->ev: keep p until it is done */
+static void early_add(struct gpu_tp *g, struct pend *p)
+{
+    p->next = g->early;
+    g->early = p;
+    g->tail = p->ev;
+}
+
+/* Orders the next work on s after the early work on comp. */
+static fc_result_t after_early(struct gpu_tp *g, gpu_stream_t *s)
+{
+    gpu_event_t *t = early_tail(g);
+    return t ? gpu_stream_wait_event_raw(gpu_stream_raw(s), t) : FC_SUCCESS;
+}
+
+static fc_result_t record(struct gpu_tp *g, struct pend *p, gpu_stream_t *s);
+
+static int overlaps(const struct pend *d, const void *b, size_t len)
+{
+    uintptr_t d0 = (uintptr_t)d->dst, b0 = (uintptr_t)b;
+    return b0 < d0 + d->len && d0 < b0 + len;
+}
+
+static int inside(const void *b, size_t len, uintptr_t base, size_t blen)
+{
+    uintptr_t b0 = (uintptr_t)b;
+    return b0 >= base && b0 + len <= base + blen;
+}
+
+/* Where the bytes of [b, b+len) are, when one deferred receive holds them
+ * all: its bounce buffer; else b. */
+static const void *alias(struct gpu_tp *g, const void *b, size_t len)
+{
+    for (struct pend *d = g->deferred; d; d = d->next)
+        if (inside(b, len, (uintptr_t)d->dst, d->len))
+            return (const char *)d->bounce + ((uintptr_t)b - (uintptr_t)d->dst);
+    return b;
+}
+
+/* Ends deferral of d (unlinked): copies it up when copy, and keeps its
+ * bounce buffer until the compute stream is past every kernel that read it. */
+static fc_result_t retire(struct gpu_tp *g, struct pend *d, int copy)
+{
+    fc_result_t rc = copy ? gpu_memcpy_async(d->dst, d->bounce, d->len, g->comp) : FC_SUCCESS;
+    if (rc == FC_SUCCESS)
+        rc = record(g, d, g->comp);
+    if (rc != FC_SUCCESS) {
+        if (g->failed == FC_SUCCESS) {
+            g->failed = rc;
+            snprintf(g->errbuf, sizeof(g->errbuf), "%s", err_get());
+        }
+        return rc; /* the context is broken: d stays unreleased */
+    }
+    d->kind = P_RECV_H2D;
+    early_add(g, d);
+    return FC_SUCCESS;
+}
+
+/* Before [b, b+len) is read other than by a kernel through alias(): every
+ * deferred receive overlapping it is copied up. */
+static fc_result_t settle_read(struct gpu_tp *g, const void *b, size_t len)
+{
+    fc_result_t rc = FC_SUCCESS;
+    for (struct pend **pp = &g->deferred; *pp && rc == FC_SUCCESS;) {
+        struct pend *d = *pp;
+        if (overlaps(d, b, len)) {
+            *pp = d->next;
+            rc = retire(g, d, 1);
+        } else {
+            pp = &d->next;
+        }
+    }
+    return rc;
+}
+
+/* Around a write of [b, b+len): before it (!after), deferred receives it
+ * covers only partly are copied up; after it, those it covers wholly are
+ * dropped (their bytes are dead). */
+static fc_result_t settle_write(struct gpu_tp *g, const void *b, size_t len, int after)
+{
+    fc_result_t rc = FC_SUCCESS;
+    for (struct pend **pp = &g->deferred; *pp && rc == FC_SUCCESS;) {
+        struct pend *d = *pp;
+        int whole = inside(d->dst, d->len, (uintptr_t)b, len);
+        if (overlaps(d, b, len) && whole == after) {
+            *pp = d->next;
+            rc = retire(g, d, !whole);
+        } else {
+            pp = &d->next;
+        }
+    }
+    return rc;
 }
 
 /* GPU_HOST, GPU_DEVICE or GPU_MANAGED */
@@ -164,13 +357,19 @@ static int on_device(const void *p)
 }
 
 /* Straight to the fabric: host memory, and device memory in the gdr tier
- * (managed memory is always staged: providers register device memory). */
-static int direct(const struct gpu_tp *g, const void *buf, size_t len)
+ * (managed memory is always staged: providers register device memory).
+ * 2: device memory, which early work on the GPU may still be using. */
+static int direct(const struct gpu_tp *g, const void *buf, size_t len, const struct xfer *x)
 {
     if (len == 0)
         return 1;
     int k = kind_of(buf);
-    return k == GPU_HOST || (g->hmem && k == GPU_DEVICE);
+    if (k == GPU_HOST)
+        return 1;
+    if (!g->hmem || k != GPU_DEVICE)
+        return 0;
+    /* below direct_min the provider's eager path would carry it: staged */
+    return x->delivery || (g->direct_min && len >= g->direct_min) ? 2 : 0;
 }
 
 static fc_result_t record(struct gpu_tp *g, struct pend *p, gpu_stream_t *s)
@@ -190,11 +389,7 @@ static void ix_send_done(struct xfer *ix, fc_result_t st, size_t len)
     struct xfer *x = p->x;
     struct gpu_tp *g = p->g;
     /* unlink: it is on the pending list as P_SEND_POSTED */
-    for (struct pend **pp = &g->pending; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
+    unlink_pending(g, p);
     pend_put(g, p);
     x->done(x, st, len);
 }
@@ -204,25 +399,84 @@ static void ix_recv_done(struct xfer *ix, fc_result_t st, size_t len)
     struct pend *p = ix->owner;
     struct gpu_tp *g = p->g;
     if (st != FC_SUCCESS) {
-        for (struct pend **pp = &g->pending; *pp; pp = &(*pp)->next)
-            if (*pp == p) {
-                *pp = p->next;
-                break;
-            }
+        unlink_pending(g, p);
         struct xfer *x = p->x;
         x->errmsg = ix->errmsg;
         pend_put(g, p);
         x->done(x, st, 0);
         return;
     }
-    /* the chunk is in the bounce buffer: copy it up, complete on the event */
+    /* the chunk is in the bounce buffer: copy it up; a small one completes
+     * in stream order on comp, a large one on its event (h2d overlaps) */
     p->len = len;
-    p->status = gpu_memcpy_async(p->dst, p->bounce, len, g->h2d);
+    if (len <= DEFER_MAX) {
+        /* kept in the bounce buffer; it replaces older deferred bytes */
+        unlink_pending(g, p);
+        struct xfer *x = p->x;
+        fc_result_t rc = settle_write(g, p->dst, len, 0);
+        if (rc == FC_SUCCESS)
+            rc = settle_write(g, p->dst, len, 1);
+        if (rc != FC_SUCCESS) {
+            x->errmsg = g->errbuf;
+            pend_put(g, p);
+            x->done(x, rc, 0);
+            return;
+        }
+        p->kind = P_DEFERRED;
+        p->next = g->deferred;
+        g->deferred = p;
+        x->done(x, FC_SUCCESS, len);
+        return;
+    }
+    int early = len <= EARLY_MAX;
+    gpu_stream_t *s = early ? g->comp : g->h2d;
+    p->status = FC_SUCCESS;
+    if (g->deferred) { /* deferred bytes there: dead, or partly copied up first */
+        p->status = settle_write(g, p->dst, len, 0);
+        if (p->status == FC_SUCCESS)
+            p->status = settle_write(g, p->dst, len, 1);
+    }
+    if (!early && p->status == FC_SUCCESS)
+        p->status = after_early(g, s); /* early kernels may read dst */
     if (p->status == FC_SUCCESS)
-        p->status = record(g, p, g->h2d);
-    if (p->status != FC_SUCCESS)
-        snprintf(g->errbuf, sizeof(g->errbuf), "%s", err_get());
+        p->status = gpu_memcpy_async(p->dst, p->bounce, len, s);
+    if (p->status == FC_SUCCESS)
+        p->status = record(g, p, s);
     p->kind = P_RECV_H2D;
+    if (p->status != FC_SUCCESS) {
+        snprintf(g->errbuf, sizeof(g->errbuf), "%s", err_get());
+        return;
+    }
+    if (early) {
+        unlink_pending(g, p);
+        struct xfer *x = p->x;
+        early_add(g, p);
+        x->done(x, FC_SUCCESS, len);
+    }
+}
+
+/* A fabric post of device memory after early GPU work: waits (on the host)
+ * for an event recorded behind that work. */
+static fc_result_t direct_after_early(struct gpu_tp *g, int is_send, int peer, uint64_t tag,
+                                      void *buf, size_t len, struct xfer *x)
+{
+    struct pend *p = pend_get(g);
+    if (!p)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    p->kind = P_DIRECT_WAIT;
+    p->x = x;
+    p->ix.is_send = is_send;
+    p->peer = peer;
+    p->tag = tag;
+    p->buf = buf;
+    p->len = len;
+    fc_result_t rc = record(g, p, g->comp);
+    if (rc != FC_SUCCESS) {
+        pend_put(g, p);
+        return rc;
+    }
+    push(g, p);
+    return FC_SUCCESS;
 }
 
 /* ---- transport ops ----------------------------------------------------------- */
@@ -231,13 +485,21 @@ static fc_result_t gt_send(struct transport *t, int peer, uint64_t tag, const vo
                            size_t len, struct xfer *x)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
-    if (direct(g, buf, len))
+    int dir = direct(g, buf, len, x);
+    if (dir != 1 && g->deferred) {
+        fc_result_t rc = settle_read(g, buf, len);
+        if (rc != FC_SUCCESS)
+            return rc;
+    }
+    if (dir == 2 && early_tail(g))
+        return direct_after_early(g, 1, peer, tag, (void *)buf, len, x);
+    if (dir)
         return g->inner->ops->send(g->inner, peer, tag, buf, len, x);
     if (len > g->bounce_size)
         return FC_ERR(FC_ERR_INTERNAL, "a %zu-byte chunk exceeds the %zu-byte bounce buffers", len,
                       g->bounce_size);
     struct pend *p = pend_get(g);
-    if (!p || !(p->bounce = bounce_get(g))) {
+    if (!p || !(p->bounce = bounce_get(g, p, len))) {
         if (p)
             pend_put(g, p);
         return FC_ERR(FC_ERR_NO_MEMORY, "out of pinned memory for staging a send (%zu bytes)",
@@ -249,7 +511,9 @@ static fc_result_t gt_send(struct transport *t, int peer, uint64_t tag, const vo
     p->peer = peer;
     p->tag = tag;
     p->ix.delivery = x->delivery;
-    fc_result_t rc = gpu_memcpy_async(p->bounce, buf, len, g->d2h);
+    fc_result_t rc = after_early(g, g->d2h);
+    if (rc == FC_SUCCESS)
+        rc = gpu_memcpy_async(p->bounce, buf, len, g->d2h);
     if (rc == FC_SUCCESS)
         rc = record(g, p, g->d2h);
     if (rc != FC_SUCCESS) {
@@ -264,13 +528,24 @@ static fc_result_t gt_recv(struct transport *t, int peer, uint64_t tag, void *bu
                            struct xfer *x)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
-    if (direct(g, buf, len))
+    int dir = direct(g, buf, len, x);
+    if (dir == 2 && g->deferred) {
+        /* the fabric writes it: deferred bytes there are dead or go first */
+        fc_result_t rc = settle_write(g, buf, len, 0);
+        if (rc == FC_SUCCESS)
+            rc = settle_write(g, buf, len, 1);
+        if (rc != FC_SUCCESS)
+            return rc;
+    }
+    if (dir == 2 && early_tail(g))
+        return direct_after_early(g, 0, peer, tag, buf, len, x);
+    if (dir)
         return g->inner->ops->recv(g->inner, peer, tag, buf, len, x);
     if (len > g->bounce_size)
         return FC_ERR(FC_ERR_INTERNAL, "a %zu-byte chunk exceeds the %zu-byte bounce buffers", len,
                       g->bounce_size);
     struct pend *p = pend_get(g);
-    if (!p || !(p->bounce = bounce_get(g))) {
+    if (!p || !(p->bounce = bounce_get(g, p, len))) {
         if (p)
             pend_put(g, p);
         return FC_ERR(FC_ERR_NO_MEMORY, "out of pinned memory for staging a receive");
@@ -324,11 +599,39 @@ static fc_result_t gt_local(struct transport *t, const struct local_op *lo, stru
     }
     fc_result_t rc = FC_SUCCESS;
     p->kind = P_LOCAL;
-    if (lo->kind == LOCAL_COPY) {
-        rc = gpu_memcpy_async(lo->dst, lo->a, lo->len, g->comp);
+    /* device operands only, small: done in stream order (host operands are
+     * read or written by the copies, so the host waits for those) */
+    int early = dd && da && db && lo->len <= EARLY_MAX;
+    struct pend *report = NULL;
+    if (early) {
+        if (!(report = pend_get(g))) {
+            pend_put(g, p);
+            return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        }
+        report->kind = P_HOST_DONE;
+        report->x = x;
+        report->len = lo->len;
+    }
+    /* device operands held by deferred receives are read from their bounce
+     * buffers; what the step writes replaces deferred bytes */
+    const void *a = lo->a, *b = lo->b;
+    if (g->deferred) {
+        if (da)
+            a = alias(g, a, lo->len);
+        if (lo->kind == LOCAL_REDUCE && db)
+            b = alias(g, b, lo->len);
+        if (da && a == lo->a)
+            rc = settle_read(g, a, lo->len);
+        if (rc == FC_SUCCESS && lo->kind == LOCAL_REDUCE && db && b == lo->b)
+            rc = settle_read(g, b, lo->len);
+        if (rc == FC_SUCCESS && dd)
+            rc = settle_write(g, lo->dst, lo->len, 0);
+    }
+    if (rc != FC_SUCCESS) {
+    } else if (lo->kind == LOCAL_COPY) {
+        rc = gpu_memcpy_async(lo->dst, a, lo->len, g->comp);
     } else {
         /* host operands of a step on the GPU go to device temporaries */
-        const void *a = lo->a, *b = lo->b;
         void *dst = lo->dst;
         p->tmplen = lo->len;
         if (!da && rc == FC_SUCCESS) {
@@ -357,13 +660,22 @@ static fc_result_t gt_local(struct transport *t, const struct local_op *lo, stru
         if (rc == FC_SUCCESS && !dd)
             rc = gpu_memcpy_async(lo->dst, dst, lo->len, g->comp);
     }
+    if (rc == FC_SUCCESS && dd && g->deferred)
+        rc = settle_write(g, lo->dst, lo->len, 1);
     if (rc == FC_SUCCESS)
         rc = record(g, p, g->comp);
     if (rc != FC_SUCCESS) {
         pend_put(g, p);
+        if (report)
+            pend_put(g, report);
         return rc;
     }
-    push(g, p);
+    if (early) {
+        early_add(g, p);
+        push(g, report);
+    } else {
+        push(g, p);
+    }
     return FC_SUCCESS;
 }
 
@@ -371,6 +683,10 @@ static fc_result_t gt_progress(struct transport *t, int *ncomp)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
     int n = 0;
+    if (g->failed != FC_SUCCESS) {
+        *ncomp = 0;
+        return FC_ERR_QUIET(g->failed, "%s", g->errbuf);
+    }
     fc_result_t rc = g->inner->ops->progress(g->inner, &n);
     if (rc != FC_SUCCESS) {
         *ncomp = n;
@@ -405,6 +721,29 @@ static fc_result_t gt_progress(struct transport *t, int *ncomp)
                     snprintf(g->errbuf, sizeof(g->errbuf), "%s", err_get());
                     fin = 1;
                 }
+            }
+            break;
+        }
+        case P_DIRECT_WAIT: {
+            int d = gpu_event_done(p->ev);
+            fc_result_t r = FC_SUCCESS;
+            if (d < 0)
+                r = FC_ERR_CUDA;
+            else if (d)
+                r = p->ix.is_send ? g->inner->ops->send(g->inner, p->peer, p->tag, p->buf,
+                                                        p->len, p->x)
+                                  : g->inner->ops->recv(g->inner, p->peer, p->tag, p->buf,
+                                                        p->len, p->x);
+            if (d && r == FC_SUCCESS) {
+                /* posted: the inner transport completes the engine's xfer */
+                *pp = p->next;
+                pend_put(g, p);
+                continue;
+            }
+            if (r != FC_SUCCESS && r != FC_AGAIN) {
+                p->status = r;
+                snprintf(g->errbuf, sizeof(g->errbuf), "%s", err_get());
+                fin = 1;
             }
             break;
         }
@@ -451,12 +790,37 @@ static fc_result_t gt_progress(struct transport *t, int *ncomp)
 static void gt_wait(struct transport *t, int timeout_us)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
+    if (early_tail(g)) {
+        sched_yield();
+        return;
+    }
     for (struct pend *p = g->pending; p; p = p->next)
         if (p->kind != P_SEND_POSTED && p->kind != P_RECV_POSTED) {
             sched_yield(); /* the GPU signals no file descriptor: poll again soon */
             return;
         }
     g->inner->ops->wait(g->inner, timeout_us);
+}
+
+/* Work reported done has finished on the GPU too: a collective may end. */
+static int gt_idle(struct transport *t)
+{
+    struct gpu_tp *g = (struct gpu_tp *)t;
+    /* deferred bytes of the caller's buffers go up now; those in scratch
+     * are read by their own collective or dropped when it frees it */
+    for (struct pend **pp = &g->deferred; *pp && g->failed == FC_SUCCESS;) {
+        struct pend *d = *pp;
+        int scratch = 0;
+        for (int i = 0; i < g->nscratch && !scratch; i++)
+            scratch = inside(d->dst, d->len, g->scratch[i].base, g->scratch[i].len);
+        if (scratch) {
+            pp = &d->next;
+        } else {
+            *pp = d->next;
+            retire(g, d, 1);
+        }
+    }
+    return early_tail(g) == NULL && g->failed == FC_SUCCESS;
 }
 
 static void gt_peer_name(struct transport *t, int peer, char *buf, size_t len)
@@ -467,12 +831,27 @@ static void gt_peer_name(struct transport *t, int peer, char *buf, size_t len)
 
 static void *gt_mem_alloc(struct transport *t, size_t len)
 {
-    return dev_get((struct gpu_tp *)t, len);
+    struct gpu_tp *g = (struct gpu_tp *)t;
+    void *p = dev_get(g, len);
+    if (p && g->nscratch < SCRATCH_MAX) {
+        g->scratch[g->nscratch].base = (uintptr_t)p;
+        g->scratch[g->nscratch++].len = len;
+    }
+    return p;
 }
 
 static void gt_mem_free(struct transport *t, void *p, size_t len)
 {
-    dev_put((struct gpu_tp *)t, p, len);
+    struct gpu_tp *g = (struct gpu_tp *)t;
+    for (int i = 0; i < g->nscratch; i++)
+        if (g->scratch[i].base == (uintptr_t)p) {
+            g->scratch[i] = g->scratch[--g->nscratch];
+            break;
+        }
+    /* deferred receives into it are dead */
+    if (p && g->deferred)
+        settle_write(g, p, len, 1);
+    dev_put(g, p, len);
 }
 
 static const struct transport_ops gpu_ops = {
@@ -485,10 +864,11 @@ static const struct transport_ops gpu_ops = {
     .mem_alloc = gt_mem_alloc,
     .mem_free = gt_mem_free,
     .local = gt_local,
+    .idle = gt_idle,
 };
 
-fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t bounce_size,
-                          struct gpu_tp **out)
+fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t direct_min,
+                          size_t bounce_size, struct gpu_tp **out)
 {
     struct gpu_tp *g = calloc(1, sizeof(*g));
     if (!g)
@@ -497,6 +877,7 @@ fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t 
     g->inner = inner;
     g->device = device;
     g->hmem = hmem;
+    g->direct_min = direct_min;
     g->bounce_size = bounce_size;
     fc_result_t rc = gpu_stream_create(device, &g->d2h);
     if (rc == FC_SUCCESS)
@@ -516,7 +897,9 @@ fc_result_t gpu_tp_order_after_default(struct gpu_tp *g)
     /* CUDA-aware-MPI semantics: what the caller queued on the legacy
      * default stream (cudaMemcpy from pageable memory returns before its
      * DMA is done) happens before our streams, which do not synchronize
-     * with it by themselves */
+     * with it by themselves. (Asking first whether that stream is idle
+     * costs more: cuStreamQuery 1.5-1.9 us on an H200, against 0.5 us for
+     * the record and the three waits.) */
     gpu_event_t *ev;
     fc_result_t rc = gpu_event_get(g->device, &ev);
     if (rc != FC_SUCCESS)
@@ -555,14 +938,27 @@ void gpu_tp_destroy(struct gpu_tp *g)
         g->pending = p->next;
         pend_put(g, p);
     }
+    while (g->early) {
+        struct pend *p = g->early;
+        g->early = p->next;
+        pend_put(g, p);
+    }
+    while (g->deferred) {
+        struct pend *p = g->deferred;
+        g->deferred = p->next;
+        pend_put(g, p);
+    }
     while (g->free_pend) {
         struct pend *p = g->free_pend;
         g->free_pend = p->next;
         free(p);
     }
-    for (int i = 0; i < g->nbounce; i++)
-        gpu_host_free(g->bounces[i]);
-    free(g->bounces);
+    struct bpool *pools[] = {&g->bbig, &g->bsmall};
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < pools[k]->n; i++)
+            gpu_host_free(pools[k]->v[i]);
+        free(pools[k]->v);
+    }
     for (int c = 0; c < POOL_CLASSES; c++)
         while (g->dev[c].n > 0)
             gpu_dev_free(g->device, g->dev[c].buf[--g->dev[c].n]);

@@ -10,10 +10,13 @@
 
 struct gpu_tp;
 
-/* hmem: the inner transport takes device pointers itself (gdr tier).
- * bounce_size: the largest chunk staged at once. */
-fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t bounce_size,
-                          struct gpu_tp **out);
+/* hmem: the inner transport takes device pointers itself (gdr tier), for
+ * chunks of direct_min bytes and more (0: none); smaller ones are staged,
+ * so that device memory only ever travels by the provider's rendezvous
+ * (give the endpoint's rendezvous threshold). bounce_size: the largest
+ * chunk staged at once. */
+fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t direct_min,
+                          size_t bounce_size, struct gpu_tp **out);
 struct transport *gpu_tp_transport(struct gpu_tp *g);
 /* Orders the transport's streams after the work the caller queued on the
  * legacy default stream (called at the start of each blocking collective). */

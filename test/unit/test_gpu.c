@@ -162,7 +162,7 @@ static long staged_run(const char *kind, const char *algo, int n, size_t count, 
     void **ds = calloc((size_t)n, sizeof(void *)), **dr = calloc((size_t)n, sizeof(void *));
     float *h = malloc(count * 4 + 4), *exp = calloc(count + 1, 4);
     for (int r = 0; r < n; r++) {
-        cr_assert_eq(gpu_tp_create(loop_transport(f, r), 0, hmem, 256, &g[r]), FC_SUCCESS, "%s",
+        cr_assert_eq(gpu_tp_create(loop_transport(f, r), 0, hmem, 200, 256, &g[r]), FC_SUCCESS, "%s",
                      fc_last_error());
         for (size_t i = 0; i < count; i++) {
             h[i] = (float)((r + (int)i) % 7);
@@ -191,7 +191,8 @@ static long staged_run(const char *kind, const char *algo, int n, size_t count, 
             struct transport *tp = gpu_tp_transport(g[r]);
             cr_assert_eq(tp->ops->progress(tp, &nc), FC_SUCCESS);
             cr_assert_eq(sched_advance(&s[r]), FC_SUCCESS, "rank %d: %s", r, s[r].errmsg);
-            done += sched_done(&s[r]);
+            /* finished, and nothing of it still queued on the GPU */
+            done += sched_done(&s[r]) && tp->ops->idle(tp);
         }
         if (done == n)
             break;
@@ -231,6 +232,23 @@ Test(gpu, staged_algorithms_with_device_buffers, .timeout = 120)
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
         for (int n = 1; n <= 5; n++) {
             long bad = staged_run(cases[c][0], cases[c][1], n, 1001, 0);
+            cr_assert_eq(bad, -1, "%s/%s n=%d: element %ld wrong", cases[c][0], cases[c][1], n,
+                         bad);
+        }
+}
+
+/* The gdr tier over the loopback (device pointers go straight to the
+ * transport from 200 bytes, smaller chunks are staged): 256-byte chunks go
+ * direct, each message's 164-byte tail is staged, and the direct posts wait
+ * for the reductions queued before them on the GPU. */
+Test(gpu, gdr_tier_direct_and_staged_chunks, .timeout = 120)
+{
+    need_gpu();
+    static const char *cases[][2] = {{"allreduce", "ring"}, {"allreduce", "rd"},
+                                     {"bcast", "chain"}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+        for (int n = 2; n <= 4; n++) {
+            long bad = staged_run(cases[c][0], cases[c][1], n, 1001, 1);
             cr_assert_eq(bad, -1, "%s/%s n=%d: element %ld wrong", cases[c][0], cases[c][1], n,
                          bad);
         }
