@@ -104,6 +104,10 @@ struct rndv_cts {
     uint32_t pad;
 };
 
+/* What a rendezvous on the retry list waits to post (the provider said
+ * EAGAIN): the sender's FIN receive or write, the receiver's FIN. */
+enum rndv_retry_op { RETRY_WRITE, RETRY_FIN_SEND, RETRY_FIN_RECV };
+
 struct rndv {
     struct xfer ix;       /* the CTS receive (sender) or send (receiver) */
     struct xfer wx;       /* the write (sender) */
@@ -111,7 +115,7 @@ struct rndv {
     struct rndv_cts cts;  /* in registered memory (the slab) */
     uint64_t fin;         /* the FIN's payload (registered memory too) */
     uint64_t tag;
-    int retry_fin;        /* on the retry list for the FIN send, not the write */
+    int retry_op;         /* what it is on the retry list for (enum rndv_retry_op) */
     void *cts_desc;
     struct prov_ep *p;
     struct xfer *user;    /* the engine's transfer; NULL once it was completed */
@@ -170,7 +174,7 @@ static struct rndv *rndv_get(struct prov_ep *p)
     r->mr = NULL;
     r->mismatch = 0;
     r->pending = 0;
-    r->retry_fin = 0;
+    r->retry_op = RETRY_WRITE;
     return r;
 }
 
@@ -249,6 +253,16 @@ static void rndv_fin_done(struct xfer *fx, fc_result_t status, size_t len)
     rndv_unref(r);
 }
 
+/* The write failed, so no FIN will come: take its posted receive back (the
+ * provider completes it as cancelled, which drops the last reference). */
+static void rndv_cancel_fin(struct rndv *r)
+{
+    int ret = (int)fi_cancel(&r->p->ep->fid, &r->fx);
+    if (ret)
+        FC_TRACE(LOG_NET, "fi_cancel of a rendezvous FIN receive: %s (%d)", fi_strerror(-ret),
+                 ret);
+}
+
 /* The receiver's FIN; 0 posted (or failed), 1 to retry later. */
 static int rndv_send_fin(struct rndv *r)
 {
@@ -277,9 +291,38 @@ static int rndv_write(struct rndv *r)
     }
     if (ret == -FI_EAGAIN)
         return 1;
-    if (ret)
+    if (ret) {
         rndv_post_failed(r, "fi_writedata (rendezvous)", r->wlen, ret);
+        rndv_cancel_fin(r);
+    }
     return 0;
+}
+
+/* The sender's FIN receive (it comes on the CTS's tag, after it): 0
+ * posted, 1 to retry later, -1 failed (the transfer failed with it). */
+static int rndv_recv_fin(struct rndv *r)
+{
+    struct prov_ep *p = r->p;
+    r->fin = 0;
+    ssize_t ret = fi_trecv(p->ep, &r->fin, sizeof(r->fin), r->cts_desc, p->addrs[r->peer],
+                           r->tag | XFER_TAG_TRANSPORT, 0, &r->fx);
+    if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) /* out of receive entries (shm: ENOMEM) */
+        return 1;
+    if (ret) {
+        rndv_post_failed(r, "fi_trecv (rendezvous FIN)", sizeof(r->fin), ret);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sender, FIN receive posted: write, now or from the retry list. */
+static void rndv_start_write(struct rndv *r)
+{
+    if (rndv_write(r)) {
+        r->retry_op = RETRY_WRITE;
+        r->next = r->p->rndv_retry;
+        r->p->rndv_retry = r;
+    }
 }
 
 /* Sender: the receiver's CTS arrived; write. */
@@ -312,20 +355,18 @@ static void rndv_cts_arrived(struct xfer *ix, fc_result_t status, size_t len)
     r->fx.is_send = 0;
     r->fx.peer = r->peer;
     r->fx.len = sizeof(r->fin);
-    r->fin = 0;
-    ssize_t ret = fi_trecv(p->ep, &r->fin, sizeof(r->fin), r->cts_desc, p->addrs[r->peer],
-                           r->tag | XFER_TAG_TRANSPORT, 0, &r->fx);
-    if (ret) {
-        /* EAGAIN from a receive post: the provider is out of entries; not
-         * worth a retry path of its own */
-        rndv_post_failed(r, "fi_trecv (rendezvous FIN)", sizeof(r->fin), ret);
-        return;
-    }
-    r->pending += 2; /* the write and the FIN */
+    r->pending += 2; /* the FIN and the write */
     rndv_unref(r);   /* the CTS receive is over */
-    if (rndv_write(r)) {
+    int f = rndv_recv_fin(r);
+    if (f > 0) {
+        /* the provider is out of receive entries for now */
+        r->retry_op = RETRY_FIN_RECV;
         r->next = p->rndv_retry;
         p->rndv_retry = r;
+    } else if (f < 0) {
+        rndv_unref(r); /* no write either */
+    } else {
+        rndv_start_write(r);
     }
 }
 
@@ -339,10 +380,12 @@ static void rndv_write_done(struct xfer *wx, fc_result_t status, size_t len)
     if (status == FC_SUCCESS && r->mismatch)
         FC_TRACE(LOG_NET, "rendezvous: sent %zu bytes to rank %d, which expects %llu",
                  r->len, r->peer, (unsigned long long)r->cts.expect);
-    if (status != FC_SUCCESS)
+    if (status != FC_SUCCESS) {
         rndv_finish(r, status, 0, wx->errmsg);
-    else
+        rndv_cancel_fin(r);
+    } else {
         p->rndv_count++;
+    }
     rndv_unref(r);
 }
 
@@ -386,7 +429,7 @@ static void rndv_data_arrived(struct prov_ep *p, uint64_t data)
     r->fx.len = sizeof(r->fin);
     r->pending++;
     if (rndv_send_fin(r)) {
-        r->retry_fin = 1;
+        r->retry_op = RETRY_FIN_SEND;
         r->next = p->rndv_retry;
         p->rndv_retry = r;
     }
@@ -484,7 +527,7 @@ static fc_result_t rndv_recv(struct prov_ep *p, int peer, uint64_t tag, void *bu
     return FC_SUCCESS;
 }
 
-/* Writes the provider refused for now (EAGAIN), posted again. */
+/* Posts the provider refused for now (EAGAIN), tried again. */
 static void rndv_retry(struct prov_ep *p)
 {
     struct rndv *list = p->rndv_retry, *keep = NULL;
@@ -493,14 +536,23 @@ static void rndv_retry(struct prov_ep *p)
         struct rndv *r = list;
         list = r->next;
         r->next = NULL;
-        if (r->retry_fin ? rndv_send_fin(r) : rndv_write(r)) {
+        int again;
+        if (r->retry_op == RETRY_FIN_RECV) {
+            int f = rndv_recv_fin(r);
+            again = f > 0;
+            if (f < 0)
+                rndv_unref(r); /* no write either */
+            else if (f == 0)
+                r->retry_op = RETRY_WRITE, again = rndv_write(r);
+        } else {
+            again = r->retry_op == RETRY_FIN_SEND ? rndv_send_fin(r) : rndv_write(r);
+        }
+        if (again) {
             r->next = keep;
             keep = r;
-        } else {
-            r->retry_fin = 0;
         }
     }
-    /* what was appended meanwhile (nothing: writes are posted here alone) */
+    /* what was appended meanwhile (nothing: posts are retried here alone) */
     while (keep) {
         struct rndv *r = keep;
         keep = r->next;

@@ -367,6 +367,161 @@ Test(rndv, tcp_offsets, .timeout = 60) { rendezvous_on("tcp;ofi_rxm", 0); }
 Test(rndv, tcp_verbs_mr_mode, .timeout = 60) { rendezvous_on("tcp;ofi_rxm", CFG_MR_LOCAL | CFG_MR_VIRT_ADDR | CFG_MR_PROV_KEY | CFG_MR_ALLOCATED); }
 Test(rndv, shm_virtual_addresses, .timeout = 60) { rendezvous_on("shm", 0); }
 
+/* Receives nothing matches, to use up a provider's receive entries; the
+ * callback of a cancelled one refills every free entry while armed. */
+struct fill {
+    struct prov_ep *p;
+    struct xfer x[1 << 17];
+    int n, cancelled, armed;
+};
+
+static int fill_up(struct fill *f)
+{
+    static char sink[8];
+    ssize_t ret = 0;
+    while (f->n < (int)(sizeof(f->x) / sizeof(f->x[0]))) {
+        ret = fi_trecv(f->p->ep, sink, sizeof(sink), NULL, f->p->addrs[1],
+                       0x7700000000ull + (uint64_t)f->n, 0, &f->x[f->n]);
+        if (ret)
+            break;
+        f->n++;
+    }
+    return (int)ret;
+}
+
+static void fill_cancelled(struct xfer *x, fc_result_t status, size_t len)
+{
+    (void)len;
+    struct fill *f = x->owner;
+    if (status != FC_SUCCESS)
+        f->cancelled++;
+    if (f->armed) {
+        f->armed = 0;
+        fill_up(f);
+    }
+}
+
+/* The sender's receive for the rendezvous FIN meets a provider out of
+ * receive entries: the rendezvous waits on the retry list and finishes once
+ * an entry is free, instead of failing the transfer. shm (one process, so
+ * the order is fixed): its entries are filled; one is freed for the
+ * clear-to-send receive; another is cancelled, and its callback, which runs
+ * after the clear-to-send has matched and before its completion, takes
+ * every free entry back, so the FIN receive finds none (shm says ENOMEM). */
+Test(rndv, fin_receive_waits_for_an_entry, .timeout = 60)
+{
+    cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.retry_count = 3;
+    cfg.mr_cache_max = 64 << 20;
+    cfg.rndv_min = 64 << 10;
+    struct pair pr;
+    open_pair(&pr, "shm", &cfg);
+    struct prov_ep *p0 = pr.ep[0];
+    /* both directions set up first (shm maps a peer at its first send) */
+    {
+        struct transport *t[2] = {prov_transport(pr.ep[0]), prov_transport(pr.ep[1])};
+        for (int from = 0; from < 2; from++) {
+            char a = 'x', b = 0;
+            struct done_rec ds, dr;
+            memset(&ds, 0, sizeof(ds));
+            memset(&dr, 0, sizeof(dr));
+            struct xfer xs = {.done = on_done, .owner = &ds, .is_send = 1, .peer = 1 - from,
+                              .len = 1};
+            struct xfer xr = {.done = on_done, .owner = &dr, .peer = from, .len = 1};
+            int k;
+            fc_result_t rc;
+            while ((rc = t[1 - from]->ops->recv(t[1 - from], from, 77, &b, 1, &xr)) == FC_AGAIN)
+                t[1 - from]->ops->progress(t[1 - from], &k);
+            cr_assert_eq(rc, FC_SUCCESS, "%s", fc_last_error());
+            while ((rc = t[from]->ops->send(t[from], 1 - from, 77, &a, 1, &xs)) == FC_AGAIN) {
+                t[0]->ops->progress(t[0], &k);
+                t[1]->ops->progress(t[1], &k);
+            }
+            cr_assert_eq(rc, FC_SUCCESS, "%s", fc_last_error());
+            for (int i = 0; i < 100000 && !(ds.done && dr.done); i++) {
+                t[0]->ops->progress(t[0], &k);
+                t[1]->ops->progress(t[1], &k);
+            }
+            cr_assert(ds.done && dr.done && b == 'x', "warm-up %d -> %d", from, 1 - from);
+        }
+    }
+    struct fill *f = calloc(1, sizeof(*f));
+    f->p = p0;
+    for (size_t i = 0; i < sizeof(f->x) / sizeof(f->x[0]); i++) {
+        f->x[i].done = fill_cancelled;
+        f->x[i].owner = f;
+    }
+    int ret = fill_up(f);
+    cr_assert(ret == -FI_EAGAIN || ret == -FI_ENOMEM, "shm: %d receives posted, then %d", f->n,
+              ret);
+    struct transport *t0 = prov_transport(pr.ep[0]), *t1 = prov_transport(pr.ep[1]);
+    int n;
+    cr_assert_eq(fi_cancel(&p0->ep->fid, &f->x[--f->n]), 0);
+    for (int i = 0; i < 1000 && f->cancelled < 1; i++)
+        t0->ops->progress(t0, &n);
+    cr_assert_eq(f->cancelled, 1, "the cancelled receive did not complete");
+    size_t len = 256 << 10;
+    char *src = malloc(len), *dst = calloc(1, len);
+    for (size_t i = 0; i < len; i++)
+        src[i] = (char)(i * 13 + 1);
+    struct done_rec sd, rd;
+    memset(&sd, 0, sizeof(sd));
+    memset(&rd, 0, sizeof(rd));
+    struct xfer sx, rx;
+    memset(&sx, 0, sizeof(sx));
+    memset(&rx, 0, sizeof(rx));
+    sx.done = rx.done = on_done;
+    sx.owner = &sd;
+    rx.owner = &rd;
+    sx.is_send = 1;
+    sx.peer = 1;
+    sx.len = len;
+    rx.peer = 0;
+    rx.len = len;
+    uint64_t tag = 0x5678000;
+    /* the receiver sends its clear-to-send; the sender's receive for it
+     * takes the free entry */
+    cr_assert_eq(t1->ops->recv(t1, 0, tag, dst, len, &rx), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_eq(t0->ops->send(t0, 1, tag, src, len, &sx), FC_SUCCESS, "%s", fc_last_error());
+    f->armed = 1;
+    cr_assert_eq(fi_cancel(&p0->ep->fid, &f->x[--f->n]), 0);
+    for (int i = 0; i < 100000 && !p0->rndv_retry; i++)
+        cr_assert_eq(t0->ops->progress(t0, &n), FC_SUCCESS);
+    cr_assert_not_null(p0->rndv_retry, "the FIN receive did not wait for an entry (%s)", sd.msg);
+    for (int i = 0; i < 1000; i++) {
+        t0->ops->progress(t0, &n);
+        t1->ops->progress(t1, &n);
+    }
+    cr_assert(!sd.done && !rd.done, "finished without its FIN receive (send %d: %s)", sd.done,
+              sd.msg);
+    /* an entry frees up: the FIN receive goes, then the write, then the FIN */
+    cr_assert_eq(fi_cancel(&p0->ep->fid, &f->x[--f->n]), 0);
+    for (long i = 0; i < 2000000 && !(sd.done && rd.done); i++) {
+        cr_assert_eq(t0->ops->progress(t0, &n), FC_SUCCESS);
+        cr_assert_eq(t1->ops->progress(t1, &n), FC_SUCCESS);
+        if (i > 1000)
+            usleep(10);
+    }
+    cr_assert(sd.done && rd.done, "did not finish (send %d, receive %d)", sd.done, rd.done);
+    cr_assert_eq(sd.status, FC_SUCCESS, "%s", sd.msg);
+    cr_assert_eq(rd.status, FC_SUCCESS, "%s", rd.msg);
+    cr_assert_eq(memcmp(src, dst, len), 0, "data differs");
+    cr_assert_null(p0->rndv_retry);
+    /* the fill back before closing: every one completes as cancelled */
+    int total = f->cancelled + f->n;
+    while (f->n > 0)
+        fi_cancel(&p0->ep->fid, &f->x[--f->n]);
+    for (int i = 0; i < 100000 && f->cancelled < total; i++)
+        t0->ops->progress(t0, &n);
+    cr_assert_eq(f->cancelled, total, "%d of %d receives came back cancelled", f->cancelled,
+                 total);
+    close_pair(&pr);
+    free(f);
+    free(src);
+    free(dst);
+}
+
 /* Where it is used: never under FC_PROTO=eager, every nonempty message
  * under =rndv, and by default not on host memory over tcp and shm (their
  * own protocols move large messages as fast, see prov/profile.c). */
