@@ -315,14 +315,25 @@ static int rndv_recv_fin(struct rndv *r)
     return 0;
 }
 
-/* Sender, FIN receive posted: write, now or from the retry list. */
-static void rndv_start_write(struct rndv *r)
+/* The provider refused op for now: r waits on the retry list. */
+static void rndv_defer(struct rndv *r, int op)
 {
-    if (rndv_write(r)) {
-        r->retry_op = RETRY_WRITE;
-        r->next = r->p->rndv_retry;
-        r->p->rndv_retry = r;
-    }
+    r->retry_op = op;
+    r->next = r->p->rndv_retry;
+    r->p->rndv_retry = r;
+}
+
+/* Sender, after the CTS: the FIN receive, then the write; what the provider
+ * refuses for now waits on the retry list. */
+static void rndv_sender_post(struct rndv *r)
+{
+    int f = rndv_recv_fin(r);
+    if (f > 0)
+        rndv_defer(r, RETRY_FIN_RECV); /* out of receive entries for now */
+    else if (f < 0)
+        rndv_unref(r); /* no write either */
+    else if (rndv_write(r))
+        rndv_defer(r, RETRY_WRITE);
 }
 
 /* Sender: the receiver's CTS arrived; write. */
@@ -357,17 +368,7 @@ static void rndv_cts_arrived(struct xfer *ix, fc_result_t status, size_t len)
     r->fx.len = sizeof(r->fin);
     r->pending += 2; /* the FIN and the write */
     rndv_unref(r);   /* the CTS receive is over */
-    int f = rndv_recv_fin(r);
-    if (f > 0) {
-        /* the provider is out of receive entries for now */
-        r->retry_op = RETRY_FIN_RECV;
-        r->next = p->rndv_retry;
-        p->rndv_retry = r;
-    } else if (f < 0) {
-        rndv_unref(r); /* no write either */
-    } else {
-        rndv_start_write(r);
-    }
+    rndv_sender_post(r);
 }
 
 static void rndv_write_done(struct xfer *wx, fc_result_t status, size_t len)
@@ -428,11 +429,8 @@ static void rndv_data_arrived(struct prov_ep *p, uint64_t data)
     r->fx.peer = r->peer;
     r->fx.len = sizeof(r->fin);
     r->pending++;
-    if (rndv_send_fin(r)) {
-        r->retry_op = RETRY_FIN_SEND;
-        r->next = p->rndv_retry;
-        p->rndv_retry = r;
-    }
+    if (rndv_send_fin(r))
+        rndv_defer(r, RETRY_FIN_SEND);
     rndv_unref(r); /* the data */
 }
 
@@ -527,37 +525,20 @@ static fc_result_t rndv_recv(struct prov_ep *p, int peer, uint64_t tag, void *bu
     return FC_SUCCESS;
 }
 
-/* Posts the provider refused for now (EAGAIN), tried again. */
+/* Posts the provider refused for now (EAGAIN), tried again; those it
+ * refuses again go back on the list. */
 static void rndv_retry(struct prov_ep *p)
 {
-    struct rndv *list = p->rndv_retry, *keep = NULL;
+    struct rndv *list = p->rndv_retry;
     p->rndv_retry = NULL;
     while (list) {
         struct rndv *r = list;
         list = r->next;
         r->next = NULL;
-        int again;
-        if (r->retry_op == RETRY_FIN_RECV) {
-            int f = rndv_recv_fin(r);
-            again = f > 0;
-            if (f < 0)
-                rndv_unref(r); /* no write either */
-            else if (f == 0)
-                r->retry_op = RETRY_WRITE, again = rndv_write(r);
-        } else {
-            again = r->retry_op == RETRY_FIN_SEND ? rndv_send_fin(r) : rndv_write(r);
-        }
-        if (again) {
-            r->next = keep;
-            keep = r;
-        }
-    }
-    /* what was appended meanwhile (nothing: posts are retried here alone) */
-    while (keep) {
-        struct rndv *r = keep;
-        keep = r->next;
-        r->next = p->rndv_retry;
-        p->rndv_retry = r;
+        if (r->retry_op == RETRY_FIN_RECV)
+            rndv_sender_post(r);
+        else if (r->retry_op == RETRY_FIN_SEND ? rndv_send_fin(r) : rndv_write(r))
+            rndv_defer(r, r->retry_op);
     }
 }
 
