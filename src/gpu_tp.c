@@ -342,6 +342,14 @@ static fc_result_t settle_write(struct gpu_tp *g, const void *b, size_t len, int
     return rc;
 }
 
+/* A receive landing on [b, b+len) (not a kernel of ours, which reads
+ * through alias() first): both sides of settle_write at once. */
+static fc_result_t settle_overwrite(struct gpu_tp *g, const void *b, size_t len)
+{
+    fc_result_t rc = settle_write(g, b, len, 0);
+    return rc == FC_SUCCESS ? settle_write(g, b, len, 1) : rc;
+}
+
 /* GPU_HOST, GPU_DEVICE or GPU_MANAGED */
 static int kind_of(const void *p)
 {
@@ -413,9 +421,7 @@ static void ix_recv_done(struct xfer *ix, fc_result_t st, size_t len)
         /* kept in the bounce buffer; it replaces older deferred bytes */
         unlink_pending(g, p);
         struct xfer *x = p->x;
-        fc_result_t rc = settle_write(g, p->dst, len, 0);
-        if (rc == FC_SUCCESS)
-            rc = settle_write(g, p->dst, len, 1);
+        fc_result_t rc = settle_overwrite(g, p->dst, len);
         if (rc != FC_SUCCESS) {
             x->errmsg = g->errbuf;
             pend_put(g, p);
@@ -431,11 +437,8 @@ static void ix_recv_done(struct xfer *ix, fc_result_t st, size_t len)
     int early = len <= EARLY_MAX;
     gpu_stream_t *s = early ? g->comp : g->h2d;
     p->status = FC_SUCCESS;
-    if (g->deferred) { /* deferred bytes there: dead, or partly copied up first */
-        p->status = settle_write(g, p->dst, len, 0);
-        if (p->status == FC_SUCCESS)
-            p->status = settle_write(g, p->dst, len, 1);
-    }
+    if (g->deferred) /* deferred bytes there: dead, or partly copied up first */
+        p->status = settle_overwrite(g, p->dst, len);
     if (!early && p->status == FC_SUCCESS)
         p->status = after_early(g, s); /* early kernels may read dst */
     if (p->status == FC_SUCCESS)
@@ -531,9 +534,7 @@ static fc_result_t gt_recv(struct transport *t, int peer, uint64_t tag, void *bu
     int dir = direct(g, buf, len, x);
     if (dir == 2 && g->deferred) {
         /* the fabric writes it: deferred bytes there are dead or go first */
-        fc_result_t rc = settle_write(g, buf, len, 0);
-        if (rc == FC_SUCCESS)
-            rc = settle_write(g, buf, len, 1);
+        fc_result_t rc = settle_overwrite(g, buf, len);
         if (rc != FC_SUCCESS)
             return rc;
     }
