@@ -221,20 +221,26 @@ static long staged_run(const char *kind, const char *algo, int n, size_t count, 
     return bad;
 }
 
-Test(gpu, staged_algorithms_with_device_buffers, .timeout = 120)
+/* staged_run of every case at nmin..nmax ranks, 1001 floats */
+static void run_cases(const char *const (*cases)[2], size_t ncases, int nmin, int nmax, int hmem)
 {
-    need_gpu();
-    static const char *cases[][2] = {{"allreduce", "ring"},
-                                     {"allreduce", "rd"},
-                                     {"allreduce", "rabenseifner"},
-                                     {"bcast", "chain"},
-                                     {"bcast", "scatter_allgather"}};
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
-        for (int n = 1; n <= 5; n++) {
-            long bad = staged_run(cases[c][0], cases[c][1], n, 1001, 0);
+    for (size_t c = 0; c < ncases; c++)
+        for (int n = nmin; n <= nmax; n++) {
+            long bad = staged_run(cases[c][0], cases[c][1], n, 1001, hmem);
             cr_assert_eq(bad, -1, "%s/%s n=%d: element %ld wrong", cases[c][0], cases[c][1], n,
                          bad);
         }
+}
+
+Test(gpu, staged_algorithms_with_device_buffers, .timeout = 120)
+{
+    need_gpu();
+    static const char *const cases[][2] = {{"allreduce", "ring"},
+                                           {"allreduce", "rd"},
+                                           {"allreduce", "rabenseifner"},
+                                           {"bcast", "chain"},
+                                           {"bcast", "scatter_allgather"}};
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]), 1, 5, 0);
 }
 
 /* The gdr tier over the loopback (device pointers go straight to the
@@ -244,14 +250,9 @@ Test(gpu, staged_algorithms_with_device_buffers, .timeout = 120)
 Test(gpu, gdr_tier_direct_and_staged_chunks, .timeout = 120)
 {
     need_gpu();
-    static const char *cases[][2] = {{"allreduce", "ring"}, {"allreduce", "rd"},
-                                     {"bcast", "chain"}};
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
-        for (int n = 2; n <= 4; n++) {
-            long bad = staged_run(cases[c][0], cases[c][1], n, 1001, 1);
-            cr_assert_eq(bad, -1, "%s/%s n=%d: element %ld wrong", cases[c][0], cases[c][1], n,
-                         bad);
-        }
+    static const char *const cases[][2] = {{"allreduce", "ring"}, {"allreduce", "rd"},
+                                           {"bcast", "chain"}};
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]), 2, 4, 1);
 }
 
 Test(gpu, host_pointers_are_host)
