@@ -766,15 +766,24 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
     return FC_SUCCESS;
 }
 
+static int pe_wait_fd(struct transport *t)
+{
+    struct prov_ep *p = ep_of(t);
+    if (p->nlocal || p->wait_fd < 0)
+        return -1;
+    struct fid *fids[1] = {&p->cq->fid};
+    return fi_trywait(p->fabric, fids, 1) == FI_SUCCESS ? p->wait_fd : -1;
+}
+
 static void pe_wait(struct transport *t, int timeout_us)
 {
     struct prov_ep *p = ep_of(t);
     if (p->nlocal)
         return;
     if (p->wait_fd >= 0) {
-        struct fid *fids[1] = {&p->cq->fid};
-        if (fi_trywait(p->fabric, fids, 1) == FI_SUCCESS) {
-            struct pollfd pfd = {.fd = p->wait_fd, .events = POLLIN};
+        int fd = pe_wait_fd(t);
+        if (fd >= 0) {
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
             int ms = (timeout_us + 999) / 1000;
             poll(&pfd, 1, ms > 0 ? ms : 1);
         }
@@ -800,6 +809,7 @@ const struct transport_ops prov_transport_ops = {
     .recv = pe_recv,
     .progress = pe_progress,
     .wait = pe_wait,
+    .wait_fd = pe_wait_fd,
     .peer_name = pe_peer_name,
     .mem_alloc = prov_mem_alloc,
     .mem_free = prov_mem_free,

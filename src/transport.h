@@ -19,6 +19,9 @@
 /* A tag bit the engine never sets: the transport's own messages (the RMA
  * rendezvous's clear-to-send) carry the data message's tag with it. */
 #define XFER_TAG_TRANSPORT (1ull << 11)
+/* The tag's low bits: the chunk's index within its message (mod 2048), the
+ * same at both ends. A transport may use it to spread chunks (rails.c). */
+#define XFER_TAG_CHUNK_MASK 0x7ffull
 
 /* Internal result: the transport is out of resources for now; progress and
  * post again. Never returned to users. */
@@ -77,6 +80,11 @@ struct transport_ops {
     fc_result_t (*progress)(struct transport *t, int *ncomp);
     /* Blocks for at most timeout_us or until a completion may be ready. */
     void (*wait)(struct transport *t, int timeout_us);
+    /* Optional: a file descriptor that becomes readable when progress may
+     * find work, for a caller that blocks on it together with others
+     * (poll); -1: call progress now instead. Ask right before blocking,
+     * after a progress that found nothing. NULL: none (use wait). */
+    int (*wait_fd)(struct transport *t);
     /* Describes a peer for error messages ("rank 3 on host n2"). */
     void (*peer_name)(struct transport *t, int peer, char *buf, size_t len);
     /* Memory the transport can use without per-call registration (scratch,
