@@ -433,7 +433,7 @@ static void try_issue(struct sched *s, uint32_t i)
         x->chunk = k;
         x->len = chunk_len(s, st, k);
         x->peer = st->peer < 0 ? -1 : s->env.peer_map ? s->env.peer_map[st->peer] : st->peer;
-        x->tag = s->env.tag_base | ((uint64_t)st->tag << 12) | (k & 0x7ff);
+        x->tag = s->env.tag_base | ((uint64_t)st->tag << 12) | (k & XFER_TAG_CHUNK_MASK);
         x->is_send = st->op == SOP_SEND;
         x->delivery = s->env.delivery;
         x->errmsg = NULL;

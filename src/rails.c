@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Rails: one transport over several endpoints of the same provider.
+ *
+ * Why: on tcp every message costs system calls whose copies run on the
+ * core that makes them, and a rank drives its one endpoint from one thread:
+ * a large collective then moves data at what one core copies through the
+ * kernel's sockets. With rails, the chunks of a large message are dealt
+ * over n endpoints by their index (rails_pick), and each endpoint but the
+ * first is driven by a thread of its own, so n cores copy at once. Both
+ * ends pick alike from what they both know (the tag's chunk index and the
+ * length, the expected one at a receiver), so each rail matches its own
+ * messages with no extra header.
+ *
+ * Threads: rail 0 belongs to the caller (the engine, under the comm lock);
+ * small messages and single-chunk ones all go there, with no hand-over.
+ * Rail i > 0 belongs to its thread: only that thread calls into its
+ * transport (posts, progress, wait), so a provider needs no thread safety
+ * across its endpoints. The engine hands a post over through the rail's
+ * inbox and takes finished ones from its outbox, both under the rail's
+ * mutex, and calls the engine's callbacks itself, from progress: the
+ * engine never sees a callback from another thread. A rail with nothing to
+ * do sleeps on a condition variable; one waiting for the fabric yields its
+ * core briefly, then blocks in poll on its endpoint's file descriptor and
+ * an eventfd that the engine writes when it hands over a post. The engine,
+ * waiting while rails work, blocks likewise on rail 0's descriptor and an
+ * eventfd that a rail writes when it publishes what finished: nobody spins
+ * for long, which matters where ranks outnumber cores.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "rails.h"
+
+/* a rail waiting for the fabric yields for this long, then blocks */
+#define RAIL_YIELD_NS 50000.0
+#define RAIL_NAP_US 100
+#define RAIL_POLL_MS 100 /* bound of one block (a wake-up that never came) */
+
+struct rail;
+
+struct rail_op {
+    struct xfer ix;       /* what the rail's transport sees (first) */
+    struct xfer *x;       /* the engine's */
+    struct rail *rail;
+    size_t cap;           /* a receive: what the buffer takes */
+    fc_result_t status;
+    size_t len;
+    char err[256];
+    struct rail_op *next; /* inbox, thread queue, outbox or free list */
+    struct rail_op *all;  /* every op made, for rails_destroy */
+};
+
+struct rail {
+    struct transport *tp;
+    int idx;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    /* under lock */
+    struct rail_op *inbox, **inbox_tail; /* engine -> thread, in order */
+    struct rail_op *outbox;              /* thread -> engine */
+    int sleeping, polling, stop;
+    fc_result_t failed;
+    char errbuf[512];
+    int has_out; /* atomic: outbox or failure to collect */
+    int efd;     /* eventfd: the engine handed over a post while polling */
+    struct rails *owner;
+    /* the thread's own */
+    struct rail_op *fin; /* finished, not yet published */
+    int posted;
+    /* the engine's own */
+    int inflight; /* handed over, not yet collected */
+};
+
+struct rails {
+    struct transport t; /* first */
+    int n;
+    struct rail *r;
+    struct rail_op *free_ops, *all_ops; /* the engine's */
+    int efd;         /* eventfd: a rail published while the engine polls */
+    int eng_polling; /* atomic */
+    char errbuf[768];
+};
+
+int rails_pick(int nrails, uint64_t tag, size_t len)
+{
+    if (nrails <= 1 || len < RAILS_MIN_BYTES)
+        return 0;
+    return (int)((tag & XFER_TAG_CHUNK_MASK) % (uint64_t)nrails);
+}
+
+/* ---- the rail's thread ----------------------------------------------------- */
+
+/* The rail's transport finished op (called in the rail's thread). */
+static void op_done(struct xfer *ix, fc_result_t st, size_t len)
+{
+    struct rail_op *op = ix->owner;
+    op->status = st;
+    op->len = len;
+    if (st != FC_SUCCESS)
+        snprintf(op->err, sizeof(op->err), "%s", ix->errmsg ? ix->errmsg : err_get());
+    op->rail->posted--;
+    op->next = op->rail->fin;
+    op->rail->fin = op;
+}
+
+static void fail_op(struct rail *rl, struct rail_op *op, fc_result_t rc, const char *why)
+{
+    op->status = rc;
+    snprintf(op->err, sizeof(op->err), "%s", why);
+    op->next = rl->fin;
+    rl->fin = op;
+}
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Posts the queue in order until the transport says "again"; returns how
+ * many left it. */
+static int post_queue(struct rail *rl, struct rail_op **queue, struct rail_op ***qtail)
+{
+    struct transport *tp = rl->tp;
+    int n = 0;
+    while (*queue) {
+        struct rail_op *op = *queue;
+        fc_result_t rc;
+        if (rl->failed != FC_SUCCESS)
+            rc = FC_ERR_QUIET(rl->failed, "%s", rl->errbuf);
+        else if (op->ix.is_send)
+            rc = tp->ops->send(tp, op->ix.peer, op->ix.tag, op->ix.buf, op->ix.len, &op->ix);
+        else
+            rc = tp->ops->recv(tp, op->ix.peer, op->ix.tag, op->ix.buf, op->cap, &op->ix);
+        if (rc == FC_AGAIN)
+            break;
+        *queue = op->next;
+        if (!*queue)
+            *qtail = queue;
+        n++;
+        if (rc == FC_SUCCESS)
+            rl->posted++;
+        else
+            fail_op(rl, op, rc, err_get());
+    }
+    return n;
+}
+
+static void wake(int efd)
+{
+    uint64_t one = 1;
+    if (efd >= 0 && write(efd, &one, sizeof(one)) < 0) {
+        /* the counter is full: a wake-up is pending anyway */
+    }
+}
+
+/* Something for the engine to collect: tell it, and wake it if it blocks. */
+static void publish(struct rail *rl)
+{
+    __atomic_store_n(&rl->has_out, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&rl->owner->eng_polling, __ATOMIC_SEQ_CST))
+        wake(rl->owner->efd);
+}
+
+static void *rail_main(void *arg)
+{
+    struct rail *rl = arg;
+    struct transport *tp = rl->tp;
+    struct rail_op *queue = NULL, **qtail = &queue;
+    double idle_since = 0;
+    int idle = 0;
+    pthread_mutex_lock(&rl->lock);
+    for (;;) {
+        if (rl->inbox) {
+            *qtail = rl->inbox;
+            qtail = rl->inbox_tail;
+            rl->inbox = NULL;
+            rl->inbox_tail = &rl->inbox;
+        }
+        if (rl->fin) {
+            struct rail_op *last = rl->fin;
+            while (last->next)
+                last = last->next;
+            last->next = rl->outbox;
+            rl->outbox = rl->fin;
+            rl->fin = NULL;
+            publish(rl);
+        }
+        if (rl->stop)
+            break;
+        if (!queue && (rl->posted == 0 || rl->failed != FC_SUCCESS)) {
+            /* nothing to post and nothing the fabric could finish */
+            rl->sleeping = 1;
+            pthread_cond_wait(&rl->cond, &rl->lock);
+            rl->sleeping = 0;
+            idle = 0;
+            continue;
+        }
+        pthread_mutex_unlock(&rl->lock);
+        int events = post_queue(rl, &queue, &qtail);
+        int n = 0;
+        fc_result_t rc = rl->failed == FC_SUCCESS ? tp->ops->progress(tp, &n) : FC_SUCCESS;
+        events += n;
+        pthread_mutex_lock(&rl->lock);
+        if (rc != FC_SUCCESS) {
+            /* the rail's endpoint failed: the engine hears of it at its next
+             * progress; what is queued fails with the same message */
+            rl->failed = rc;
+            snprintf(rl->errbuf, sizeof(rl->errbuf), "%s", err_get());
+            publish(rl);
+            continue;
+        }
+        if (events || rl->inbox) {
+            idle = 0;
+            continue;
+        }
+        double t = now_ns();
+        if (idle++ == 0)
+            idle_since = t;
+        if (t - idle_since < RAIL_YIELD_NS) {
+            pthread_mutex_unlock(&rl->lock);
+            sched_yield();
+        } else if (!tp->ops->wait_fd || rl->efd < 0) {
+            pthread_mutex_unlock(&rl->lock);
+            tp->ops->wait(tp, RAIL_NAP_US);
+        } else {
+            /* block on the fabric and on the engine's next hand-over */
+            rl->polling = 1;
+            pthread_mutex_unlock(&rl->lock);
+            int fd = tp->ops->wait_fd(tp);
+            if (fd >= 0) {
+                struct pollfd pf[2] = {{.fd = fd, .events = POLLIN},
+                                       {.fd = rl->efd, .events = POLLIN}};
+                poll(pf, 2, queue ? 1 : RAIL_POLL_MS); /* refused posts: soon again */
+            }
+            pthread_mutex_lock(&rl->lock);
+            rl->polling = 0;
+            uint64_t v;
+            if (read(rl->efd, &v, sizeof(v)) < 0) {
+                /* nothing was written: EAGAIN */
+            }
+            continue;
+        }
+        pthread_mutex_lock(&rl->lock);
+    }
+    /* stopped: whatever was not posted goes back with the rest (freed by
+     * rails_destroy; the engine has dropped its requests) */
+    while (queue) {
+        struct rail_op *op = queue;
+        queue = op->next;
+        fail_op(rl, op, FC_ERR_INTERNAL, "rail stopped");
+    }
+    pthread_mutex_unlock(&rl->lock);
+    return NULL;
+}
+
+/* ---- the engine's side ----------------------------------------------------- */
+
+static struct rail_op *op_get(struct rails *R)
+{
+    struct rail_op *op = R->free_ops;
+    if (op) {
+        R->free_ops = op->next;
+        return op;
+    }
+    op = calloc(1, sizeof(*op));
+    if (op) {
+        op->all = R->all_ops;
+        R->all_ops = op;
+    }
+    return op;
+}
+
+static fc_result_t hand_over(struct rails *R, int i, int peer, uint64_t tag, void *buf,
+                             size_t cap, int is_send, struct xfer *x)
+{
+    struct rail *rl = &R->r[i];
+    struct rail_op *op = op_get(R);
+    if (!op)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a transfer on rail %d", i);
+    struct rail_op *keep = op->all;
+    memset(op, 0, sizeof(*op));
+    op->all = keep;
+    op->ix.done = op_done;
+    op->ix.owner = op;
+    op->ix.step = x->step;
+    op->ix.chunk = x->chunk;
+    op->ix.peer = peer;
+    op->ix.is_send = is_send;
+    op->ix.delivery = x->delivery;
+    op->ix.tag = tag;
+    op->ix.len = is_send ? cap : x->len;
+    op->ix.buf = buf;
+    op->x = x;
+    op->rail = rl;
+    op->cap = cap;
+    pthread_mutex_lock(&rl->lock);
+    *rl->inbox_tail = op;
+    rl->inbox_tail = &op->next;
+    if (rl->sleeping)
+        pthread_cond_signal(&rl->cond);
+    else if (rl->polling)
+        wake(rl->efd);
+    pthread_mutex_unlock(&rl->lock);
+    rl->inflight++;
+    return FC_SUCCESS;
+}
+
+static fc_result_t rl_send(struct transport *t, int peer, uint64_t tag, const void *buf,
+                           size_t len, struct xfer *x)
+{
+    struct rails *R = (struct rails *)t;
+    int i = rails_pick(R->n, tag, len);
+    if (i == 0)
+        return R->r[0].tp->ops->send(R->r[0].tp, peer, tag, buf, len, x);
+    return hand_over(R, i, peer, tag, (void *)buf, len, 1, x);
+}
+
+static fc_result_t rl_recv(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
+                           struct xfer *x)
+{
+    struct rails *R = (struct rails *)t;
+    int i = rails_pick(R->n, tag, x->len);
+    if (i == 0)
+        return R->r[0].tp->ops->recv(R->r[0].tp, peer, tag, buf, len, x);
+    return hand_over(R, i, peer, tag, buf, len, 0, x);
+}
+
+static fc_result_t rl_progress(struct transport *t, int *ncomp)
+{
+    struct rails *R = (struct rails *)t;
+    int n = 0;
+    fc_result_t rc = R->r[0].tp->ops->progress(R->r[0].tp, &n);
+    for (int i = 1; i < R->n && rc == FC_SUCCESS; i++) {
+        struct rail *rl = &R->r[i];
+        if (!__atomic_load_n(&rl->has_out, __ATOMIC_ACQUIRE))
+            continue;
+        pthread_mutex_lock(&rl->lock);
+        struct rail_op *list = rl->outbox;
+        rl->outbox = NULL;
+        rl->has_out = 0;
+        fc_result_t failed = rl->failed;
+        if (failed != FC_SUCCESS)
+            snprintf(R->errbuf, sizeof(R->errbuf), "rail %d of %d: %s", i, R->n, rl->errbuf);
+        pthread_mutex_unlock(&rl->lock);
+        if (failed != FC_SUCCESS) {
+            /* a failed transport fails as a whole; its ops stay for
+             * rails_destroy */
+            rc = FC_ERR_QUIET(failed, "%s", R->errbuf);
+            break;
+        }
+        while (list) {
+            struct rail_op *op = list;
+            list = op->next;
+            struct xfer *x = op->x;
+            fc_result_t st = op->status;
+            size_t len = op->len;
+            if (st != FC_SUCCESS) {
+                snprintf(R->errbuf, sizeof(R->errbuf), "rail %d of %d: %s", i, R->n, op->err);
+                x->errmsg = R->errbuf;
+            }
+            rl->inflight--;
+            op->next = R->free_ops;
+            R->free_ops = op;
+            x->done(x, st, st == FC_SUCCESS ? len : 0);
+            n++;
+        }
+    }
+    *ncomp = n;
+    return rc;
+}
+
+static void rl_wait(struct transport *t, int timeout_us)
+{
+    struct rails *R = (struct rails *)t;
+    struct transport *tp0 = R->r[0].tp;
+    int busy = 0;
+    for (int i = 1; i < R->n; i++)
+        busy |= R->r[i].inflight > 0;
+    if (!busy) {
+        tp0->ops->wait(tp0, timeout_us);
+        return;
+    }
+    if (!tp0->ops->wait_fd || R->efd < 0) {
+        /* a rail's thread will finish something without a word on rail
+         * 0's file descriptor: look again soon */
+        sched_yield();
+        return;
+    }
+    /* block on rail 0 and on the rails' news */
+    __atomic_store_n(&R->eng_polling, 1, __ATOMIC_SEQ_CST);
+    int news = 0;
+    for (int i = 1; i < R->n; i++)
+        news |= __atomic_load_n(&R->r[i].has_out, __ATOMIC_SEQ_CST);
+    int fd = news ? -1 : tp0->ops->wait_fd(tp0);
+    if (fd >= 0) {
+        struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = R->efd, .events = POLLIN}};
+        int ms = (timeout_us + 999) / 1000;
+        poll(pf, 2, ms > 0 ? ms : 1);
+    }
+    __atomic_store_n(&R->eng_polling, 0, __ATOMIC_SEQ_CST);
+    uint64_t v;
+    if (read(R->efd, &v, sizeof(v)) < 0) {
+        /* nothing was written: EAGAIN */
+    }
+}
+
+static void rl_peer_name(struct transport *t, int peer, char *buf, size_t len)
+{
+    struct rails *R = (struct rails *)t;
+    R->r[0].tp->ops->peer_name(R->r[0].tp, peer, buf, len);
+}
+
+static void *rl_mem_alloc(struct transport *t, size_t len)
+{
+    struct rails *R = (struct rails *)t;
+    struct transport *tp = R->r[0].tp;
+    return tp->ops->mem_alloc ? tp->ops->mem_alloc(tp, len) : malloc(len);
+}
+
+static void rl_mem_free(struct transport *t, void *p, size_t len)
+{
+    struct rails *R = (struct rails *)t;
+    struct transport *tp = R->r[0].tp;
+    if (tp->ops->mem_free)
+        tp->ops->mem_free(tp, p, len);
+    else
+        free(p);
+}
+
+static const struct transport_ops rails_ops = {
+    .name = "rails",
+    .send = rl_send,
+    .recv = rl_recv,
+    .progress = rl_progress,
+    .wait = rl_wait,
+    .peer_name = rl_peer_name,
+    .mem_alloc = rl_mem_alloc,
+    .mem_free = rl_mem_free,
+};
+
+fc_result_t rails_create(struct transport *const *inner, int n, struct rails **out)
+{
+    *out = NULL;
+    if (n < 1)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "rails: %d rails", n);
+    struct rails *R = calloc(1, sizeof(*R));
+    if (R)
+        R->r = calloc((size_t)n, sizeof(*R->r));
+    if (!R || !R->r) {
+        free(R);
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    }
+    R->t.ops = &rails_ops;
+    R->n = n;
+    R->efd = n > 1 ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
+    for (int i = 0; i < n; i++) {
+        struct rail *rl = &R->r[i];
+        rl->tp = inner[i];
+        rl->idx = i;
+        rl->inbox_tail = &rl->inbox;
+        rl->owner = R;
+        rl->efd = -1;
+        if (i == 0)
+            continue;
+        rl->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* -1: it naps instead */
+        pthread_mutex_init(&rl->lock, NULL);
+        pthread_cond_init(&rl->cond, NULL);
+        int e = pthread_create(&rl->thread, NULL, rail_main, rl);
+        if (e != 0) {
+            pthread_mutex_destroy(&rl->lock);
+            pthread_cond_destroy(&rl->cond);
+            R->n = i; /* the rails made so far */
+            rails_stop(R);
+            rails_destroy(R);
+            return FC_ERR(FC_ERR_NO_MEMORY, "could not start the thread of rail %d of %d: %s", i,
+                          n, strerror(e));
+        }
+        rl->started = 1;
+    }
+    *out = R;
+    return FC_SUCCESS;
+}
+
+struct transport *rails_transport(struct rails *r)
+{
+    return &r->t;
+}
+
+void rails_stop(struct rails *R)
+{
+    if (!R)
+        return;
+    for (int i = 1; i < R->n; i++) {
+        struct rail *rl = &R->r[i];
+        if (!rl->started)
+            continue;
+        pthread_mutex_lock(&rl->lock);
+        rl->stop = 1;
+        pthread_cond_signal(&rl->cond);
+        if (rl->polling)
+            wake(rl->efd);
+        pthread_mutex_unlock(&rl->lock);
+        pthread_join(rl->thread, NULL);
+        rl->started = 0;
+        if (rl->efd >= 0)
+            close(rl->efd);
+        rl->efd = -1;
+        pthread_mutex_destroy(&rl->lock);
+        pthread_cond_destroy(&rl->cond);
+    }
+}
+
+void rails_destroy(struct rails *R)
+{
+    if (!R)
+        return;
+    while (R->all_ops) {
+        struct rail_op *op = R->all_ops;
+        R->all_ops = op->all;
+        free(op);
+    }
+    if (R->efd >= 0)
+        close(R->efd);
+    free(R->r);
+    free(R);
+}
