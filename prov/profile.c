@@ -110,6 +110,15 @@ fc_tier_t prov_tier_of(const char *name)
     return profile_of(name)->tier;
 }
 
+int prov_auto_rails(const char *name)
+{
+    /* tcp (and libfabric's "net", its successor): every message is a
+     * send/recv system call that copies on the calling core. On 2 H200s
+     * (32 cores), staged allreduce over tcp: see README, Measured. */
+    const char *pre = profile_of(name)->prefix;
+    return strcmp(pre, "tcp") == 0 || strcmp(pre, "net") == 0 ? 2 : 1;
+}
+
 uint16_t prov_pref_of(const char *name)
 {
     return profile_of(name)->pref;

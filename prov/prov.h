@@ -95,6 +95,10 @@ size_t prov_rndv_min_get(const struct prov_ep *p);
 void prov_rndv_min_set(struct prov_ep *p, size_t v);
 /* Messages sent and received by the RMA rendezvous so far. */
 uint64_t prov_rndv_count(const struct prov_ep *p);
+/* Rails (endpoints per rank, each driven by a thread) a provider gains
+ * from by default: 2 where progress is a system call per message (tcp),
+ * else 1. */
+int prov_auto_rails(const char *prov_name);
 /* Tier of a provider by name (the ladder). */
 fc_tier_t prov_tier_of(const char *prov_name);
 /* Closes the endpoint: no transfer runs and no completion arrives after

@@ -19,6 +19,7 @@
 #include "gpu_tp.h"
 #include "log.h"
 #include "prov.h"
+#include "rails.h"
 
 double comm_now(void)
 {
@@ -419,13 +420,13 @@ struct rank_info {
     int32_t pid;
     int32_t status;
     uint32_t version;
-    uint32_t pad;
+    int32_t rails; /* FC_RAILS (0: auto) */
     uint64_t chunk;
     int32_t window;
     int32_t spin;
     uint64_t rndv_min;
     int32_t proto;
-    int32_t pad2;
+    int32_t cpus; /* in this process's CPU affinity */
     char err[384];
     struct prov_list provs;
 };
@@ -473,7 +474,10 @@ static void shared_release(struct comm_shared *sh)
         pthread_mutex_unlock(&sh->lock);
         pthread_join(sh->thread, NULL);
     }
+    rails_stop(sh->rails); /* the rails' endpoints are this thread's again */
     prov_stop(sh->ep); /* no completion can arrive after this */
+    for (int i = 1; i < sh->nrails; i++)
+        prov_stop(sh->rail_ep[i]);
     while (sh->zombies) {
         struct fc_request *z = sh->zombies;
         sh->zombies = z->next;
@@ -482,6 +486,9 @@ static void shared_release(struct comm_shared *sh)
     gpu_tp_destroy(sh->gpu);
     gpu_host_free((void *)sh->flag);
     free(sh->flag_fin);
+    rails_destroy(sh->rails);
+    for (int i = 1; i < sh->nrails; i++)
+        prov_close(sh->rail_ep[i]);
     prov_close(sh->ep);
     pthread_mutex_destroy(&sh->lock);
     pthread_cond_destroy(&sh->cond);
@@ -565,6 +572,89 @@ static fc_result_t fabric_check(struct fc_comm *c, uint64_t seq)
     return rc;
 }
 
+/* How many rails (endpoints per rank, rails.c) the job uses: rank 0's
+ * FC_RAILS, or under auto what the provider gains from where each rank of
+ * rank 0's node has 4 cores or more. Every rank computes the same. */
+static fc_result_t rails_count(const struct rank_info *infos, int n, const char *choice, int *out)
+{
+    int k = infos[0].rails;
+    if (k < 0 || k > COMM_MAX_RAILS)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "FC_RAILS=%d (rank 0's value holds): give 0 (auto) or 1 to %d", k,
+                      COMM_MAX_RAILS);
+    if (k == 0) {
+        int local0 = 0;
+        for (int r = 0; r < n; r++)
+            local0 += infos[r].host_hash == infos[0].host_hash;
+        k = prov_auto_rails(choice);
+        if (infos[0].cpus < 4 * local0)
+            k = 1;
+    }
+    *out = k;
+    return FC_SUCCESS;
+}
+
+/* Opens rails 1..k-1 (rail 0 is sh->ep, connected) and puts the rails'
+ * transport in sh->tp. Each rail is an endpoint of the chosen provider with
+ * its own address exchange; every rank makes the same exchanges, so a rank
+ * that cannot open a rail fails them all with its reason. */
+static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct boot *b,
+                              const struct rank_info *infos, const char *choice, int nnodes,
+                              const char *fabric, char (*pnames)[64])
+{
+    int n = c->size, k;
+    sh->nrails = 1;
+    fc_result_t rc = rails_count(infos, n, choice, &k);
+    if (rc != FC_SUCCESS || k == 1)
+        return rc;
+    struct addr_info *addrs = calloc((size_t)n, sizeof(*addrs));
+    char *addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
+    const char **pn = calloc((size_t)n, sizeof(*pn));
+    struct transport *tps[COMM_MAX_RAILS] = {sh->tp};
+    if (!addrs || !addrbuf || !pn)
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    for (int r = 0; r < n && pn; r++)
+        pn[r] = pnames[r];
+    for (int i = 1; i < k && rc == FC_SUCCESS; i++) {
+        struct addr_info am;
+        memset(&am, 0, sizeof(am));
+        size_t alen = 0;
+        sh->nrails = i + 1; /* closed with the rest, half-built or not */
+        fc_result_t orc = prov_open(&c->cfg, choice, nnodes, fabric, &sh->rail_ep[i], am.addr,
+                                    &alen);
+        if (orc != FC_SUCCESS) {
+            am.status = orc;
+            snprintf(am.err, sizeof(am.err), "%s", err_get());
+        }
+        am.len = (uint32_t)alen;
+        rc = b->ops->allgather(b, &am, sizeof(am), addrs);
+        for (int r = 0; r < n && rc == FC_SUCCESS; r++) {
+            if (addrs[r].status != FC_SUCCESS) {
+                addrs[r].err[sizeof(addrs[r].err) - 1] = '\0';
+                rc = FC_ERR((fc_result_t)addrs[r].status,
+                            "rank %d (host %s) could not open rail %d of %d (%s): %s; FC_RAILS=1 "
+                            "uses one endpoint per rank",
+                            r, infos[r].host, i, k, choice, addrs[r].err);
+            }
+            memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
+        }
+        if (rc != FC_SUCCESS)
+            break;
+        /* the same protocol choice as rail 0, agreed above */
+        prov_rndv_min_set(sh->rail_ep[i], prov_rndv_min_get(sh->ep));
+        rc = prov_connect(sh->rail_ep[i], n, addrbuf, pn, c->rank);
+        tps[i] = prov_transport(sh->rail_ep[i]);
+    }
+    if (rc == FC_SUCCESS)
+        rc = rails_create(tps, k, &sh->rails);
+    if (rc == FC_SUCCESS)
+        sh->tp = rails_transport(sh->rails);
+    free(addrs);
+    free(addrbuf);
+    free(pn);
+    return rc;
+}
+
 fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
 {
     fc_result_t rc;
@@ -597,6 +687,10 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     mine.window = cfg->inflight;
     mine.proto = cfg->proto;
     mine.rndv_min = cfg->rndv_min;
+    mine.rails = cfg->rails;
+    cpu_set_t cpus;
+    mine.cpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus)
+                                                                : (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     rc = prov_discover(cfg, &mine.provs);
     if (rc != FC_SUCCESS) {
         mine.status = rc;
@@ -733,6 +827,9 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     if (rc != FC_SUCCESS)
         goto fail;
     sh->tp = prov_transport(sh->ep);
+    rc = open_rails(sh, c, b, infos, choice, nnodes, fabric, pnames);
+    if (rc != FC_SUCCESS)
+        goto fail;
     sh->ptp = sh->tp;
     sh->nworld = n;
     c->sh = sh;
@@ -771,7 +868,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         goto fail;
     FC_INFO(LOG_INIT | LOG_NET,
             "comm %p rank %d of %d: provider %s (tier %s, fabric %s, domain %s); %d node%s, "
-            "local rank %d of %d; rejected: %s%s%s; bootstrap: %s; chunk %zu, window %d",
+            "local rank %d of %d; rejected: %s%s%s; bootstrap: %s; chunk %zu, window %d, rails %d",
             (void *)c, me, n, c->attr.provider,
             c->attr.tier == FC_TIER_SHM    ? "shm"
             : c->attr.tier == FC_TIER_RDMA ? "rdma"
@@ -781,7 +878,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
             local_size, why[0] ? why : "none (best tier available)",
             c->cfg.fi_provider[0] ? "; candidates narrowed by FI_PROVIDER=" : "",
             c->cfg.fi_provider, b->how, c->chunk,
-            c->window);
+            c->window, c->sh->nrails);
     b->ops->close(b);
     free(infos);
     free(addrs);

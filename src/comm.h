@@ -25,11 +25,17 @@ struct prov_ep;
 struct fc_request;
 struct boot;
 struct gpu_tp;
+struct rails;
+
+#define COMM_MAX_RAILS 8
 
 struct comm_shared {
     int refs;
     pthread_mutex_t lock;
     struct prov_ep *ep;        /* NULL for an in-process test transport */
+    struct prov_ep *rail_ep[COMM_MAX_RAILS]; /* rails 1..nrails-1 (rail 0 is ep) */
+    int nrails;
+    struct rails *rails;       /* over ep and rail_ep when nrails > 1 */
     struct transport *tp;
     struct gpu_tp *gpu;        /* device-memory transport over tp, made on first use */
     struct transport *ptp;     /* what progress drives: gpu's when it exists, else tp */

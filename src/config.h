@@ -47,6 +47,7 @@ typedef struct cfg {
     size_t rndv_min;      /* 0: provider default */
     size_t chunk_size;    /* 0: provider default */
     int inflight;         /* chunks in flight per step; 0: provider default */
+    int rails;            /* endpoints per rank; 0: auto */
     int retry_count;
     double timeout;       /* seconds without progress before FC_ERR_TIMEOUT; 0: none */
     char algo[CFG_STR];   /* FC_ALGO */

@@ -47,6 +47,14 @@ one "shm x3 with FC_CHUNK_SIZE=8K, FC_INFLIGHT=2" -p shm -n 3 -x FC_CHUNK_SIZE=8
     -x FC_INFLIGHT=2 allreduce broadcast reduce allgather reduce_scatter alltoall nonblocking
 one "tcp x4 with FC_CHUNK_SIZE=32K, FC_INFLIGHT=3" -p tcp -n 4 -x FC_CHUNK_SIZE=32K \
     -x FC_INFLIGHT=3 allreduce broadcast reduce allgather reduce_scatter
+# rails: chunks dealt over several endpoints per rank, each driven by its
+# own thread (verbs' registration modes on each; the rendezvous on each;
+# failures and timeouts with rail threads running)
+one "tcp x3 with FC_RAILS=3, FC_CHUNK_SIZE=64K, FC_MR_MODE=verbs" -p tcp -n 3 -x FC_RAILS=3 \
+    -x FC_CHUNK_SIZE=64K -x FC_MR_MODE=verbs allreduce broadcast reduce allgather \
+    reduce_scatter alltoall sendrecv nonblocking split
+one "tcp x2 with FC_RAILS=2, FC_PROTO=rndv" -p tcp -n 2 -x FC_RAILS=2 -x FC_PROTO=rndv \
+    allreduce broadcast sendrecv nonblocking timeout peer_exit bad_args
 one "shm x3 with FC_PROTO=eager, FC_EAGER_MAX=1K" -p shm -n 3 -x FC_PROTO=eager \
     -x FC_EAGER_MAX=1K allreduce broadcast sendrecv nonblocking barrier
 fc_info=${FC_RUN:-}; fc_info=${fc_info%fc_run}fc_info
