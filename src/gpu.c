@@ -598,6 +598,11 @@ fc_result_t gpu_copy_sync(void *dst, const void *src, size_t len)
         return brc_;
     {
         CUresult r = cu.cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len);
+        /* a device-to-device cuMemcpy returns before the copy ends: wait
+         * for it (the legacy stream) so that the bytes are there for every
+         * stream, as the name promises */
+        if (r == CUDA_SUCCESS && a.kind != GPU_HOST && b.kind != GPU_HOST)
+            r = cu.cuStreamSynchronize(CU_STREAM_LEGACY);
         if (r != CUDA_SUCCESS)
             brc_ = FC_ERR(FC_ERR_CUDA, "cuMemcpy failed: %s", cu_err(r));}
     ctx_pop();
