@@ -113,10 +113,14 @@ fc_tier_t prov_tier_of(const char *name)
 int prov_auto_rails(const char *name)
 {
     /* tcp (and libfabric's "net", its successor): every message is a
-     * send/recv system call that copies on the calling core. On 2 H200s
-     * (32 cores), staged allreduce over tcp: see README, Measured. */
+     * send/recv system call that copies on the calling core; shm: the
+     * receiver's progress copies each message (CMA). 2 ranks on 2 H200s (32
+     * cores), 5 interleaved rounds, allreduce busbw 4-256 MiB: staged over
+     * tcp 2.0-2.3 GB/s on 1 rail, 3.5-4.1 on 2, 4.4-6.1 on 4; staged over
+     * shm 4.7-5.6, 5.8-7.4, 6.1-8.6 (README, Measured). */
     const char *pre = profile_of(name)->prefix;
-    return strcmp(pre, "tcp") == 0 || strcmp(pre, "net") == 0 ? 2 : 1;
+    return strcmp(pre, "tcp") == 0 || strcmp(pre, "net") == 0 || strcmp(pre, "shm") == 0 ? 4
+                                                                                          : 1;
 }
 
 uint16_t prov_pref_of(const char *name)

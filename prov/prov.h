@@ -96,8 +96,8 @@ void prov_rndv_min_set(struct prov_ep *p, size_t v);
 /* Messages sent and received by the RMA rendezvous so far. */
 uint64_t prov_rndv_count(const struct prov_ep *p);
 /* Rails (endpoints per rank, each driven by a thread) a provider gains
- * from by default: 2 where progress is a system call per message (tcp),
- * else 1. */
+ * from at most: 4 where progress copies on the calling core (tcp's
+ * sockets, shm's CMA), else 1. */
 int prov_auto_rails(const char *prov_name);
 /* Tier of a provider by name (the ladder). */
 fc_tier_t prov_tier_of(const char *prov_name);

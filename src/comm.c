@@ -436,6 +436,8 @@ struct addr_info {
     uint32_t len;
     uint64_t rndv_min;
     uint64_t chunk; /* the pipeline chunk this endpoint would use */
+    int32_t hmem;   /* the endpoint takes device memory (gdr tier) */
+    int32_t pad;
     char err[384];
     char addr[PROV_ADDR_MAX];
 };
@@ -573,9 +575,11 @@ static fc_result_t fabric_check(struct fc_comm *c, uint64_t seq)
 }
 
 /* How many rails (endpoints per rank, rails.c) the job uses: rank 0's
- * FC_RAILS, or under auto what the provider gains from where each rank of
- * rank 0's node has 4 cores or more. Every rank computes the same. */
-static fc_result_t rails_count(const struct rank_info *infos, int n, const char *choice, int *out)
+ * FC_RAILS, or under auto what the provider gains from, at most one per two
+ * CPUs of each rank of rank 0's node, and one where any rank's endpoint
+ * takes device memory. Every rank computes the same. */
+static fc_result_t rails_count(const struct rank_info *infos, int n, const char *choice,
+                               int any_hmem, int *out)
 {
     int k = infos[0].rails;
     if (k < 0 || k > COMM_MAX_RAILS)
@@ -586,8 +590,16 @@ static fc_result_t rails_count(const struct rank_info *infos, int n, const char 
         int local0 = 0;
         for (int r = 0; r < n; r++)
             local0 += infos[r].host_hash == infos[0].host_hash;
+        /* a rail thread per two CPUs of each rank, up to the provider's
+         * number: where ranks have a core or two each, none */
+        int per_rank = infos[0].cpus / (local0 > 0 ? local0 : 1);
         k = prov_auto_rails(choice);
-        if (infos[0].cpus < 4 * local0)
+        if (k > per_rank / 2)
+            k = per_rank / 2 > 1 ? per_rank / 2 : 1;
+        /* endpoints that take device memory: their rails' threads would run
+         * the provider's device copies outside the rank's CUDA context
+         * (not measured; FC_RAILS still asks for them) */
+        if (any_hmem)
             k = 1;
     }
     *out = k;
@@ -600,11 +612,11 @@ static fc_result_t rails_count(const struct rank_info *infos, int n, const char 
  * that cannot open a rail fails them all with its reason. */
 static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct boot *b,
                               const struct rank_info *infos, const char *choice, int nnodes,
-                              const char *fabric, char (*pnames)[64])
+                              const char *fabric, char (*pnames)[64], int any_hmem)
 {
-    int n = c->size, k;
+    int n = c->size, k = 1;
     sh->nrails = 1;
-    fc_result_t rc = rails_count(infos, n, choice, &k);
+    fc_result_t rc = rails_count(infos, n, choice, any_hmem, &k);
     if (rc != FC_SUCCESS || k == 1)
         return rc;
     struct addr_info *addrs = calloc((size_t)n, sizeof(*addrs));
@@ -782,6 +794,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         int w;
         prov_tuning(sh->ep, &c->cfg, n, &ch, &w, &em);
         am.chunk = ch;
+        am.hmem = prov_hmem(sh->ep);
     }
     addrs = calloc((size_t)n, sizeof(*addrs));
     addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
@@ -827,7 +840,10 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     if (rc != FC_SUCCESS)
         goto fail;
     sh->tp = prov_transport(sh->ep);
-    rc = open_rails(sh, c, b, infos, choice, nnodes, fabric, pnames);
+    int any_hmem = 0;
+    for (int r = 0; r < n; r++)
+        any_hmem |= addrs[r].hmem != 0;
+    rc = open_rails(sh, c, b, infos, choice, nnodes, fabric, pnames, any_hmem);
     if (rc != FC_SUCCESS)
         goto fail;
     sh->ptp = sh->tp;

@@ -77,8 +77,9 @@ static const struct row rows[] = {
     {"FC_RAILS", T_INT, "0", F(rails), NULL, S_USER,
      "Endpoints per rank (1-8) over which the chunks of messages of 64 KiB and more are "
      "dealt; every one but the first is driven by a thread of its own, so that several "
-     "cores move one collective's data. 0 = auto: 2 on tcp where each rank of the node has "
-     "4 or more cores (of its CPU affinity), else 1. Rank 0's value holds for all."},
+     "cores move one collective's data. 0 = auto: on tcp and shm one per two CPUs of each "
+     "rank of rank 0's node (its CPU affinity), at most 4, and 1 where an endpoint takes "
+     "device memory (gdr); elsewhere 1. Rank 0's value holds for all."},
     {"FC_INFLIGHT", T_INT, "0", F(inflight), NULL, S_USER,
      "Chunks of one step in flight at once (2 = double buffering); 0 = provider default."},
     {"FC_RETRY_COUNT", T_INT, "7", F(retry_count), NULL, S_USER,
