@@ -769,7 +769,9 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
 static int pe_wait_fd(struct transport *t)
 {
     struct prov_ep *p = ep_of(t);
-    if (p->nlocal || p->wait_fd < 0)
+    if (p->wait_fd < 0)
+        return TRANSPORT_NO_WAIT_FD;
+    if (p->nlocal)
         return -1;
     struct fid *fids[1] = {&p->cq->fid};
     return fi_trywait(p->fabric, fids, 1) == FI_SUCCESS ? p->wait_fd : -1;

@@ -3,26 +3,26 @@
  * Rails: one transport over several endpoints of the same provider.
  *
  * Why: on tcp every message costs system calls whose copies run on the
- * core that makes them, and a rank drives its one endpoint from one thread:
- * a large collective then moves data at what one core copies through the
- * kernel's sockets. With rails, the chunks of a large message are dealt
- * over n endpoints by their index (rails_pick), and each endpoint but the
- * first is driven by a thread of its own, so n cores copy at once. Both
- * ends pick alike from what they both know (the tag's chunk index and the
- * length, the expected one at a receiver), so each rail matches its own
- * messages with no extra header.
+ * core that makes them (on shm the receiver's progress makes the CMA copy),
+ * and a rank drives its one endpoint from one thread: a large collective
+ * then moves data at what one core copies. With rails, the chunks of a
+ * message are dealt over n endpoints by their index (rails_pick), and each
+ * endpoint but the first is driven by a thread of its own, so n cores copy
+ * at once. Both ends pick alike from what they both know (the tag's chunk
+ * index), so each rail matches its own messages with no extra header.
  *
  * Threads: rail 0 belongs to the caller (the engine, under the comm lock);
- * small messages and single-chunk ones all go there, with no hand-over.
+ * chunk 0, so every one-chunk message, goes there with no hand-over.
  * Rail i > 0 belongs to its thread: only that thread calls into its
  * transport (posts, progress, wait), so a provider needs no thread safety
  * across its endpoints. The engine hands a post over through the rail's
  * inbox and takes finished ones from its outbox, both under the rail's
  * mutex, and calls the engine's callbacks itself, from progress: the
- * engine never sees a callback from another thread. A rail with nothing to
- * do sleeps on a condition variable; one waiting for the fabric yields its
- * core briefly, then blocks in poll on its endpoint's file descriptor and
- * an eventfd that the engine writes when it hands over a post. The engine,
+ * engine never sees a callback from another thread. A rail waiting for the
+ * fabric yields its core briefly, then blocks in poll on its endpoint's
+ * file descriptor (also with nothing posted: the provider may have work of
+ * its own, such as a rendezvous FIN) and an eventfd that the engine writes
+ * when it hands over a post. The engine,
  * waiting while rails work, blocks likewise on rail 0's descriptor and an
  * eventfd that a rail writes when it publishes what finished: nobody spins
  * for long, which matters where ranks outnumber cores.
@@ -42,16 +42,19 @@
 
 /* a rail waiting for the fabric yields for this long, then blocks */
 #define RAIL_YIELD_NS 50000.0
-#define RAIL_NAP_US 100
 #define RAIL_POLL_MS 100 /* bound of one block (a wake-up that never came) */
+/* without a descriptor: naps, longer ones after this long with nothing */
+#define RAIL_NAP_US 100
+#define RAIL_QUIET_NS 10e6
+#define RAIL_QUIET_NAP_US 2000
 
 struct rail;
 
 struct rail_op {
-    struct xfer ix;       /* what the rail's transport sees (first) */
-    struct xfer *x;       /* the engine's */
+    struct xfer ix; /* what the rail's transport sees (first) */
+    struct xfer *x; /* the engine's */
     struct rail *rail;
-    size_t cap;           /* a receive: what the buffer takes */
+    size_t cap; /* a receive: what the buffer takes */
     fc_result_t status;
     size_t len;
     char err[256];
@@ -78,7 +81,7 @@ struct rail {
     /* the thread's own */
     struct rail_op *fin; /* finished, not yet published */
     int posted;
-    /* the engine's own */
+    /* the engine's (atomic: read by waiters without the comm lock) */
     int inflight; /* handed over, not yet collected */
 };
 
@@ -87,14 +90,15 @@ struct rails {
     int n;
     struct rail *r;
     struct rail_op *free_ops, *all_ops; /* the engine's */
-    int efd;         /* eventfd: a rail published while the engine polls */
-    int eng_polling; /* atomic */
+    fc_result_t halted;                 /* a rail or rail 0 failed: the threads are stopped */
     char errbuf[768];
+    int efd;         /* eventfd: a rail published while the engine polls */
+    int eng_polling; /* atomic: engine threads blocked in rl_wait */
 };
 
-int rails_pick(int nrails, uint64_t tag, size_t len)
+int rails_pick(int nrails, uint64_t tag)
 {
-    if (nrails <= 1 || len < RAILS_MIN_BYTES)
+    if (nrails <= 1)
         return 0;
     return (int)((tag & XFER_TAG_CHUNK_MASK) % (uint64_t)nrails);
 }
@@ -129,14 +133,15 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* Posts the queue in order until the transport says "again"; returns how
- * many left it. */
-static int post_queue(struct rail *rl, struct rail_op **queue, struct rail_op ***qtail)
+/* Posts what the transport takes; ops it refuses for now (FC_AGAIN) stay
+ * queued, in order, while later ones are tried (tags are unique, so a
+ * receive never waits behind a refused send). Returns how many left. */
+static int post_queue(struct rail *rl, struct rail_op **queue)
 {
     struct transport *tp = rl->tp;
     int n = 0;
-    while (*queue) {
-        struct rail_op *op = *queue;
+    for (struct rail_op **pp = queue; *pp;) {
+        struct rail_op *op = *pp;
         fc_result_t rc;
         if (rl->failed != FC_SUCCESS)
             rc = FC_ERR_QUIET(rl->failed, "%s", rl->errbuf);
@@ -144,11 +149,11 @@ static int post_queue(struct rail *rl, struct rail_op **queue, struct rail_op **
             rc = tp->ops->send(tp, op->ix.peer, op->ix.tag, op->ix.buf, op->ix.len, &op->ix);
         else
             rc = tp->ops->recv(tp, op->ix.peer, op->ix.tag, op->ix.buf, op->cap, &op->ix);
-        if (rc == FC_AGAIN)
-            break;
-        *queue = op->next;
-        if (!*queue)
-            *qtail = queue;
+        if (rc == FC_AGAIN) {
+            pp = &op->next;
+            continue;
+        }
+        *pp = op->next;
         n++;
         if (rc == FC_SUCCESS)
             rl->posted++;
@@ -166,12 +171,73 @@ static void wake(int efd)
     }
 }
 
+static void drain(int efd)
+{
+    uint64_t v;
+    if (efd >= 0 && read(efd, &v, sizeof(v)) < 0) {
+        /* nothing was written: EAGAIN */
+    }
+}
+
 /* Something for the engine to collect: tell it, and wake it if it blocks. */
 static void publish(struct rail *rl)
 {
     __atomic_store_n(&rl->has_out, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&rl->owner->eng_polling, __ATOMIC_SEQ_CST))
+    if (__atomic_load_n(&rl->owner->eng_polling, __ATOMIC_SEQ_CST) > 0)
         wake(rl->owner->efd);
+}
+
+/* Nothing happened in a round: wait for the fabric, a hand-over or stop.
+ * Called and returns with the lock held. */
+static void rail_idle(struct rail *rl, const struct rail_op *queue, double idle_ns)
+{
+    struct transport *tp = rl->tp;
+    if (rl->failed != FC_SUCCESS) {
+        /* a failed endpoint is never driven again: new ops fail at once */
+        rl->sleeping = 1;
+        pthread_cond_wait(&rl->cond, &rl->lock);
+        rl->sleeping = 0;
+        return;
+    }
+    int busy = queue || rl->posted > 0;
+    rl->polling = 1;
+    pthread_mutex_unlock(&rl->lock);
+    if (busy && idle_ns < RAIL_YIELD_NS) {
+        sched_yield();
+    } else {
+        /* the provider's descriptor also wakes for work of its own that
+         * nothing of ours waits for (a rendezvous FIN still to go out), so
+         * a rail with nothing posted blocks there too, not on the condvar */
+        int fd = tp->ops->wait_fd ? tp->ops->wait_fd(tp) : TRANSPORT_NO_WAIT_FD;
+        if (fd >= 0 && rl->efd >= 0) {
+            struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = rl->efd, .events = POLLIN}};
+            poll(pf, 2, queue ? 1 : RAIL_POLL_MS); /* refused posts: soon again */
+        } else if (fd != -1 && (busy || idle_ns < RAIL_QUIET_NS)) {
+            tp->ops->wait(tp, RAIL_NAP_US); /* no descriptor: nap */
+        } else if (fd != -1) {
+            /* no descriptor and quiet for long: longer naps, which a
+             * hand-over or stop cuts short */
+            pthread_mutex_lock(&rl->lock);
+            rl->polling = 0;
+            drain(rl->efd);
+            if (!rl->inbox && !rl->stop) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += RAIL_QUIET_NAP_US * 1000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                rl->sleeping = 1;
+                pthread_cond_timedwait(&rl->cond, &rl->lock, &ts);
+                rl->sleeping = 0;
+            }
+            return;
+        } /* -1: the transport has work now */
+    }
+    pthread_mutex_lock(&rl->lock);
+    rl->polling = 0;
+    drain(rl->efd);
 }
 
 static void *rail_main(void *arg)
@@ -185,7 +251,6 @@ static void *rail_main(void *arg)
     for (;;) {
         if (rl->inbox) {
             *qtail = rl->inbox;
-            qtail = rl->inbox_tail;
             rl->inbox = NULL;
             rl->inbox_tail = &rl->inbox;
         }
@@ -200,19 +265,14 @@ static void *rail_main(void *arg)
         }
         if (rl->stop)
             break;
-        if (!queue && (rl->posted == 0 || rl->failed != FC_SUCCESS)) {
-            /* nothing to post and nothing the fabric could finish */
-            rl->sleeping = 1;
-            pthread_cond_wait(&rl->cond, &rl->lock);
-            rl->sleeping = 0;
-            idle = 0;
-            continue;
-        }
         pthread_mutex_unlock(&rl->lock);
-        int events = post_queue(rl, &queue, &qtail);
+        int events = post_queue(rl, &queue);
         int n = 0;
         fc_result_t rc = rl->failed == FC_SUCCESS ? tp->ops->progress(tp, &n) : FC_SUCCESS;
         events += n;
+        qtail = &queue;
+        while (*qtail)
+            qtail = &(*qtail)->next;
         pthread_mutex_lock(&rl->lock);
         if (rc != FC_SUCCESS) {
             /* the rail's endpoint failed: the engine hears of it at its next
@@ -222,38 +282,14 @@ static void *rail_main(void *arg)
             publish(rl);
             continue;
         }
-        if (events || rl->inbox) {
+        if (events || rl->inbox || rl->fin || rl->stop) {
             idle = 0;
             continue;
         }
         double t = now_ns();
         if (idle++ == 0)
             idle_since = t;
-        if (t - idle_since < RAIL_YIELD_NS) {
-            pthread_mutex_unlock(&rl->lock);
-            sched_yield();
-        } else if (!tp->ops->wait_fd || rl->efd < 0) {
-            pthread_mutex_unlock(&rl->lock);
-            tp->ops->wait(tp, RAIL_NAP_US);
-        } else {
-            /* block on the fabric and on the engine's next hand-over */
-            rl->polling = 1;
-            pthread_mutex_unlock(&rl->lock);
-            int fd = tp->ops->wait_fd(tp);
-            if (fd >= 0) {
-                struct pollfd pf[2] = {{.fd = fd, .events = POLLIN},
-                                       {.fd = rl->efd, .events = POLLIN}};
-                poll(pf, 2, queue ? 1 : RAIL_POLL_MS); /* refused posts: soon again */
-            }
-            pthread_mutex_lock(&rl->lock);
-            rl->polling = 0;
-            uint64_t v;
-            if (read(rl->efd, &v, sizeof(v)) < 0) {
-                /* nothing was written: EAGAIN */
-            }
-            continue;
-        }
-        pthread_mutex_lock(&rl->lock);
+        rail_idle(rl, queue, t - idle_since);
     }
     /* stopped: whatever was not posted goes back with the rest (freed by
      * rails_destroy; the engine has dropped its requests) */
@@ -283,9 +319,11 @@ static struct rail_op *op_get(struct rails *R)
     return op;
 }
 
-static fc_result_t hand_over(struct rails *R, int i, int peer, uint64_t tag, void *buf,
-                             size_t cap, int is_send, struct xfer *x)
+static fc_result_t hand_over(struct rails *R, int i, int peer, uint64_t tag, void *buf, size_t cap,
+                             int is_send, struct xfer *x)
 {
+    if (R->halted != FC_SUCCESS)
+        return FC_ERR_QUIET(R->halted, "%s", R->errbuf);
     struct rail *rl = &R->r[i];
     struct rail_op *op = op_get(R);
     if (!op)
@@ -306,6 +344,7 @@ static fc_result_t hand_over(struct rails *R, int i, int peer, uint64_t tag, voi
     op->x = x;
     op->rail = rl;
     op->cap = cap;
+    __atomic_add_fetch(&rl->inflight, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&rl->lock);
     *rl->inbox_tail = op;
     rl->inbox_tail = &op->next;
@@ -314,15 +353,14 @@ static fc_result_t hand_over(struct rails *R, int i, int peer, uint64_t tag, voi
     else if (rl->polling)
         wake(rl->efd);
     pthread_mutex_unlock(&rl->lock);
-    rl->inflight++;
     return FC_SUCCESS;
 }
 
-static fc_result_t rl_send(struct transport *t, int peer, uint64_t tag, const void *buf,
-                           size_t len, struct xfer *x)
+static fc_result_t rl_send(struct transport *t, int peer, uint64_t tag, const void *buf, size_t len,
+                           struct xfer *x)
 {
     struct rails *R = (struct rails *)t;
-    int i = rails_pick(R->n, tag, len);
+    int i = rails_pick(R->n, tag);
     if (i == 0)
         return R->r[0].tp->ops->send(R->r[0].tp, peer, tag, buf, len, x);
     return hand_over(R, i, peer, tag, (void *)buf, len, 1, x);
@@ -332,18 +370,38 @@ static fc_result_t rl_recv(struct transport *t, int peer, uint64_t tag, void *bu
                            struct xfer *x)
 {
     struct rails *R = (struct rails *)t;
-    int i = rails_pick(R->n, tag, x->len);
+    int i = rails_pick(R->n, tag);
     if (i == 0)
         return R->r[0].tp->ops->recv(R->r[0].tp, peer, tag, buf, len, x);
     return hand_over(R, i, peer, tag, buf, len, 0, x);
 }
 
+/* A rail (or rail 0) failed: the transport fails as a whole, and no rail
+ * thread may touch its endpoint again (the engine frees the buffers of
+ * what was posted there). */
+static fc_result_t halt(struct rails *R, fc_result_t rc)
+{
+    if (R->halted == FC_SUCCESS) {
+        R->halted = rc;
+        rails_stop(R);
+    }
+    return FC_ERR_QUIET(R->halted, "%s", R->errbuf);
+}
+
 static fc_result_t rl_progress(struct transport *t, int *ncomp)
 {
     struct rails *R = (struct rails *)t;
+    *ncomp = 0;
+    if (R->halted != FC_SUCCESS)
+        return FC_ERR_QUIET(R->halted, "%s", R->errbuf);
     int n = 0;
     fc_result_t rc = R->r[0].tp->ops->progress(R->r[0].tp, &n);
-    for (int i = 1; i < R->n && rc == FC_SUCCESS; i++) {
+    if (rc != FC_SUCCESS) {
+        snprintf(R->errbuf, sizeof(R->errbuf), "%s", err_get());
+        *ncomp = n;
+        return halt(R, rc);
+    }
+    for (int i = 1; i < R->n; i++) {
         struct rail *rl = &R->r[i];
         if (!__atomic_load_n(&rl->has_out, __ATOMIC_ACQUIRE))
             continue;
@@ -356,10 +414,9 @@ static fc_result_t rl_progress(struct transport *t, int *ncomp)
             snprintf(R->errbuf, sizeof(R->errbuf), "rail %d of %d: %s", i, R->n, rl->errbuf);
         pthread_mutex_unlock(&rl->lock);
         if (failed != FC_SUCCESS) {
-            /* a failed transport fails as a whole; its ops stay for
-             * rails_destroy */
-            rc = FC_ERR_QUIET(failed, "%s", R->errbuf);
-            break;
+            /* its ops stay for rails_destroy */
+            *ncomp = n;
+            return halt(R, failed);
         }
         while (list) {
             struct rail_op *op = list;
@@ -371,7 +428,7 @@ static fc_result_t rl_progress(struct transport *t, int *ncomp)
                 snprintf(R->errbuf, sizeof(R->errbuf), "rail %d of %d: %s", i, R->n, op->err);
                 x->errmsg = R->errbuf;
             }
-            rl->inflight--;
+            __atomic_sub_fetch(&rl->inflight, 1, __ATOMIC_RELAXED);
             op->next = R->free_ops;
             R->free_ops = op;
             x->done(x, st, st == FC_SUCCESS ? len : 0);
@@ -379,7 +436,7 @@ static fc_result_t rl_progress(struct transport *t, int *ncomp)
         }
     }
     *ncomp = n;
-    return rc;
+    return FC_SUCCESS;
 }
 
 static void rl_wait(struct transport *t, int timeout_us)
@@ -387,34 +444,30 @@ static void rl_wait(struct transport *t, int timeout_us)
     struct rails *R = (struct rails *)t;
     struct transport *tp0 = R->r[0].tp;
     int busy = 0;
-    for (int i = 1; i < R->n; i++)
-        busy |= R->r[i].inflight > 0;
+    for (int i = 1; i < R->n && R->halted == FC_SUCCESS; i++)
+        busy |= __atomic_load_n(&R->r[i].inflight, __ATOMIC_RELAXED) > 0;
     if (!busy) {
         tp0->ops->wait(tp0, timeout_us);
         return;
     }
-    if (!tp0->ops->wait_fd || R->efd < 0) {
-        /* a rail's thread will finish something without a word on rail
-         * 0's file descriptor: look again soon */
-        sched_yield();
-        return;
-    }
-    /* block on rail 0 and on the rails' news */
-    __atomic_store_n(&R->eng_polling, 1, __ATOMIC_SEQ_CST);
+    /* block on rail 0 and on the rails' news (several engine threads may
+     * wait at once: the comm's waiter and its progress thread) */
+    __atomic_add_fetch(&R->eng_polling, 1, __ATOMIC_SEQ_CST);
     int news = 0;
     for (int i = 1; i < R->n; i++)
         news |= __atomic_load_n(&R->r[i].has_out, __ATOMIC_SEQ_CST);
-    int fd = news ? -1 : tp0->ops->wait_fd(tp0);
-    if (fd >= 0) {
+    int fd = news ? -1 : tp0->ops->wait_fd ? tp0->ops->wait_fd(tp0) : TRANSPORT_NO_WAIT_FD;
+    if (fd >= 0 && R->efd >= 0) {
         struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = R->efd, .events = POLLIN}};
         int ms = (timeout_us + 999) / 1000;
         poll(pf, 2, ms > 0 ? ms : 1);
+    } else if (fd != -1) {
+        /* no descriptor to block on: a rail's thread will finish something
+         * without a word on rail 0's: look again soon */
+        sched_yield();
     }
-    __atomic_store_n(&R->eng_polling, 0, __ATOMIC_SEQ_CST);
-    uint64_t v;
-    if (read(R->efd, &v, sizeof(v)) < 0) {
-        /* nothing was written: EAGAIN */
-    }
+    __atomic_sub_fetch(&R->eng_polling, 1, __ATOMIC_SEQ_CST);
+    drain(R->efd);
 }
 
 static void rl_peer_name(struct transport *t, int peer, char *buf, size_t len)
@@ -464,7 +517,7 @@ fc_result_t rails_create(struct transport *const *inner, int n, struct rails **o
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     }
     R->t.ops = &rails_ops;
-    R->n = n;
+    R->n = 0;
     R->efd = n > 1 ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
     for (int i = 0; i < n; i++) {
         struct rail *rl = &R->r[i];
@@ -473,20 +526,18 @@ fc_result_t rails_create(struct transport *const *inner, int n, struct rails **o
         rl->inbox_tail = &rl->inbox;
         rl->owner = R;
         rl->efd = -1;
+        pthread_mutex_init(&rl->lock, NULL);
+        pthread_cond_init(&rl->cond, NULL);
+        R->n = i + 1; /* made so far: rails_destroy undoes them */
         if (i == 0)
             continue;
         rl->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* -1: it naps instead */
-        pthread_mutex_init(&rl->lock, NULL);
-        pthread_cond_init(&rl->cond, NULL);
         int e = pthread_create(&rl->thread, NULL, rail_main, rl);
         if (e != 0) {
-            pthread_mutex_destroy(&rl->lock);
-            pthread_cond_destroy(&rl->cond);
-            R->n = i; /* the rails made so far */
             rails_stop(R);
             rails_destroy(R);
-            return FC_ERR(FC_ERR_NO_MEMORY, "could not start the thread of rail %d of %d: %s", i,
-                          n, strerror(e));
+            return FC_ERR(FC_ERR_NO_MEMORY, "could not start the thread of rail %d of %d: %s", i, n,
+                          strerror(e));
         }
         rl->started = 1;
     }
@@ -515,11 +566,6 @@ void rails_stop(struct rails *R)
         pthread_mutex_unlock(&rl->lock);
         pthread_join(rl->thread, NULL);
         rl->started = 0;
-        if (rl->efd >= 0)
-            close(rl->efd);
-        rl->efd = -1;
-        pthread_mutex_destroy(&rl->lock);
-        pthread_cond_destroy(&rl->cond);
     }
 }
 
@@ -527,10 +573,18 @@ void rails_destroy(struct rails *R)
 {
     if (!R)
         return;
+    rails_stop(R);
     while (R->all_ops) {
         struct rail_op *op = R->all_ops;
         R->all_ops = op->all;
         free(op);
+    }
+    for (int i = 0; i < R->n; i++) {
+        struct rail *rl = &R->r[i];
+        if (rl->efd >= 0)
+            close(rl->efd);
+        pthread_mutex_destroy(&rl->lock);
+        pthread_cond_destroy(&rl->cond);
     }
     if (R->efd >= 0)
         close(R->efd);

@@ -2,16 +2,12 @@
 /* Rails (see rails.c): one transport over several endpoints of the same
  * provider. Chunks of large messages are dealt over the rails by their
  * index; every rail but the first is driven by its own thread, so on a
- * provider whose progress is a system call per message (tcp) several cores
- * move one collective's data. */
+ * provider whose progress copies on the calling core (tcp's sockets, shm's
+ * CMA) several cores move one collective's data. */
 #ifndef FC_RAILS_H
 #define FC_RAILS_H
 
 #include "transport.h"
-
-/* Messages shorter than this always take rail 0 (driven by the caller):
- * the cost of a hand-over to a rail's thread would show in their latency. */
-#define RAILS_MIN_BYTES (64u << 10)
 
 struct rails;
 
@@ -21,10 +17,12 @@ struct rails;
 fc_result_t rails_create(struct transport *const *inner, int n, struct rails **out);
 struct transport *rails_transport(struct rails *r);
 /* The rail a message takes: both ends compute it alike from the message's
- * tag (its chunk index) and length (a receive: the length expected). */
-int rails_pick(int nrails, uint64_t tag, size_t len);
+ * tag, by its chunk index (so chunk 0, and every message of one chunk,
+ * takes rail 0, with no hand-over). */
+int rails_pick(int nrails, uint64_t tag);
 /* Stops the rails' threads; the inner transports are then the caller's
- * again (stop them before rails_destroy). */
+ * again (stop them before rails_destroy). A failure seen by progress stops
+ * them too. */
 void rails_stop(struct rails *r);
 /* Frees what rails_create made (after rails_stop and after the inner
  * transports stopped: no callback can come). */

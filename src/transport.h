@@ -27,6 +27,9 @@
  * post again. Never returned to users. */
 #define FC_AGAIN ((fc_result_t)1000)
 
+/* wait_fd's answer when the transport has no descriptor to block on. */
+#define TRANSPORT_NO_WAIT_FD (-2)
+
 struct xfer;
 /* status FC_SUCCESS with the received/sent length, or an error whose detail
  * the transport has recorded in errmsg of the xfer. */
@@ -82,8 +85,9 @@ struct transport_ops {
     void (*wait)(struct transport *t, int timeout_us);
     /* Optional: a file descriptor that becomes readable when progress may
      * find work, for a caller that blocks on it together with others
-     * (poll); -1: call progress now instead. Ask right before blocking,
-     * after a progress that found nothing. NULL: none (use wait). */
+     * (poll); -1: call progress now instead; TRANSPORT_NO_WAIT_FD: there
+     * is none (use wait). Ask right before blocking, after a progress that
+     * found nothing. NULL: none. */
     int (*wait_fd)(struct transport *t);
     /* Describes a peer for error messages ("rank 3 on host n2"). */
     void (*peer_name)(struct transport *t, int peer, char *buf, size_t len);

@@ -44,6 +44,8 @@ struct fake {
     int side;
     /* observations (under the link's mutex) */
     int posts, again_left, again_every, nagain;
+    int refuse_send_before_recv; /* sends refused until this side posted a receive */
+    int nrecv_posted, nprogress;
     pthread_t post_thread, progress_thread;
     int posts_from_other_thread;
     fc_result_t fail_progress; /* nonzero: progress fails with it */
@@ -74,6 +76,11 @@ static fc_result_t post(struct transport *t, uint64_t tag, void *buf, size_t len
     struct fake *f = fk(t);
     struct link *l = f->l;
     pthread_mutex_lock(&l->m);
+    if (is_send && f->refuse_send_before_recv && f->nrecv_posted == 0) {
+        f->nagain++;
+        pthread_mutex_unlock(&l->m);
+        return FC_AGAIN;
+    }
     if (f->again_every && f->again_left-- <= 0) {
         f->again_left = f->again_every;
         f->nagain++;
@@ -83,6 +90,7 @@ static fc_result_t post(struct transport *t, uint64_t tag, void *buf, size_t len
     if (f->posts < 64)
         f->tags[f->posts] = tag;
     f->posts++;
+    f->nrecv_posted += !is_send;
     f->post_thread = pthread_self();
     if (!pthread_equal(f->post_thread, main_thread))
         f->posts_from_other_thread++;
@@ -117,8 +125,8 @@ static fc_result_t post(struct transport *t, uint64_t tag, void *buf, size_t len
     return FC_SUCCESS;
 }
 
-static fc_result_t f_send(struct transport *t, int peer, uint64_t tag, const void *buf,
-                          size_t len, struct xfer *x)
+static fc_result_t f_send(struct transport *t, int peer, uint64_t tag, const void *buf, size_t len,
+                          struct xfer *x)
 {
     cr_assert_eq(peer, 0);
     return post(t, tag, (void *)buf, len, x, 1);
@@ -137,6 +145,7 @@ static fc_result_t f_progress(struct transport *t, int *ncomp)
     struct link *l = f->l;
     pthread_mutex_lock(&l->m);
     f->progress_thread = pthread_self();
+    f->nprogress++;
     fc_result_t fail = f->fail_progress;
     struct fmsg *list = fail ? NULL : l->done[f->side];
     if (!fail)
@@ -212,6 +221,16 @@ struct world {
     struct rails *ra, *rb;
 };
 
+/* a fake's observations, read under its link's mutex (its rail's thread
+ * may still run) */
+static struct fake snap(struct fake *f)
+{
+    pthread_mutex_lock(&f->l->m);
+    struct fake c = *f;
+    pthread_mutex_unlock(&f->l->m);
+    return c;
+}
+
 static void world_init(struct world *w, int n, int with_fd)
 {
     memset(w, 0, sizeof(*w));
@@ -222,10 +241,10 @@ static void world_init(struct world *w, int n, int with_fd)
         pthread_mutex_init(&w->links[i].m, NULL);
         for (int s = 0; s < 2; s++)
             w->links[i].efd[s] = eventfd(0, EFD_NONBLOCK);
-        w->a[i] = (struct fake){.t.ops = with_fd ? &fake_ops : &fake_ops_nofd, .l = &w->links[i],
-                                .side = 0};
-        w->b[i] = (struct fake){.t.ops = with_fd ? &fake_ops : &fake_ops_nofd, .l = &w->links[i],
-                                .side = 1};
+        w->a[i] = (struct fake){
+            .t.ops = with_fd ? &fake_ops : &fake_ops_nofd, .l = &w->links[i], .side = 0};
+        w->b[i] = (struct fake){
+            .t.ops = with_fd ? &fake_ops : &fake_ops_nofd, .l = &w->links[i], .side = 1};
         ta[i] = &w->a[i].t;
         tb[i] = &w->b[i].t;
     }
@@ -310,11 +329,11 @@ static fc_result_t drive(struct world *w, struct op *ops, int nops)
 
 Test(rails, pick)
 {
-    cr_assert_eq(rails_pick(1, 5, 1 << 20), 0);
-    cr_assert_eq(rails_pick(3, 5, RAILS_MIN_BYTES - 1), 0, "short messages stay on rail 0");
-    cr_assert_eq(rails_pick(3, 5, RAILS_MIN_BYTES), 2);
-    cr_assert_eq(rails_pick(3, (7ull << 12) | 4, 1 << 20), 1, "only the chunk bits count");
-    cr_assert_eq(rails_pick(2, 0x800 | 3, 1 << 20), 1, "bit 11 (the transport's) is no chunk bit");
+    cr_assert_eq(rails_pick(1, 5), 0);
+    cr_assert_eq(rails_pick(3, 7ull << 12), 0, "chunk 0 (every one-chunk message) takes rail 0");
+    cr_assert_eq(rails_pick(3, 5), 2);
+    cr_assert_eq(rails_pick(3, (7ull << 12) | 4), 1, "only the chunk bits count");
+    cr_assert_eq(rails_pick(3, 0x803), 0, "bit 11 (the transport's) is no chunk bit");
 }
 
 /* chunks k = 0..11 of 128 KiB each from A to B, and short messages, over 3
@@ -327,7 +346,7 @@ static void spread(int with_fd)
     char *src = malloc((size_t)K * SZ), *dst = calloc((size_t)K, SZ);
     for (size_t i = 0; i < (size_t)K * SZ; i++)
         src[i] = (char)(i * 7 + 3);
-    struct op ops[2 * K + 2];
+    struct op ops[2 * K + 4];
     struct transport *ta = rails_transport(w.ra), *tb = rails_transport(w.rb);
     for (int k = 0; k < K; k++) {
         uint64_t tag = (1ull << 20) | (uint64_t)k;
@@ -342,18 +361,24 @@ static void spread(int with_fd)
         if (!rfirst)
             cr_assert_eq(tb->ops->recv(tb, 0, tag, dst + (size_t)k * SZ, SZ, &r->x), FC_SUCCESS);
     }
-    /* a short message with chunk index 1 stays on rail 0; a receive whose
-     * buffer is larger than the message expected takes the expected
-     * length's rail and reports what came */
-    char small[100], got[4096];
+    /* chunk 0 of another message stays on rail 0; chunk 4 of a third, a
+     * short one, takes rail 1 (the rail depends on the chunk index alone),
+     * into a larger buffer that reports what came */
+    char small[100], got[100], mid[100], gotmid[4096];
     memset(small, 'q', sizeof(small));
-    op_init(&ops[2 * K], 1, 1, sizeof(small));
-    op_init(&ops[2 * K + 1], 0, 1, sizeof(small));
-    cr_assert_eq(ta->ops->send(ta, 0, 1, small, sizeof(small), &ops[2 * K].x), FC_SUCCESS);
-    cr_assert_eq(tb->ops->recv(tb, 0, 1, got, sizeof(got), &ops[2 * K + 1].x), FC_SUCCESS);
-    cr_assert_eq(drive(&w, ops, 2 * K + 2), FC_SUCCESS, "%s", err_get());
+    memset(mid, 'm', sizeof(mid));
+    uint64_t t0 = 2ull << 20, t4 = (3ull << 20) | 4;
+    op_init(&ops[2 * K], 1, t0, sizeof(small));
+    op_init(&ops[2 * K + 1], 0, t0, sizeof(small));
+    op_init(&ops[2 * K + 2], 1, t4, sizeof(mid));
+    op_init(&ops[2 * K + 3], 0, t4, sizeof(mid));
+    cr_assert_eq(ta->ops->send(ta, 0, t0, small, sizeof(small), &ops[2 * K].x), FC_SUCCESS);
+    cr_assert_eq(tb->ops->recv(tb, 0, t0, got, sizeof(got), &ops[2 * K + 1].x), FC_SUCCESS);
+    cr_assert_eq(tb->ops->recv(tb, 0, t4, gotmid, sizeof(gotmid), &ops[2 * K + 3].x), FC_SUCCESS);
+    cr_assert_eq(ta->ops->send(ta, 0, t4, mid, sizeof(mid), &ops[2 * K + 2].x), FC_SUCCESS);
+    cr_assert_eq(drive(&w, ops, 2 * K + 4), FC_SUCCESS, "%s", err_get());
 
-    for (int i = 0; i < 2 * K + 2; i++) {
+    for (int i = 0; i < 2 * K + 4; i++) {
         cr_assert_eq(ops[i].st, FC_SUCCESS, "op %d: %s", i, ops[i].err);
         cr_assert_eq(ops[i].ncalls, 1, "op %d completed %d times", i, ops[i].ncalls);
         cr_assert(pthread_equal(ops[i].cb_thread, main_thread),
@@ -361,21 +386,24 @@ static void spread(int with_fd)
     }
     cr_assert_eq(ops[2 * K + 1].len, sizeof(small));
     cr_assert_eq(memcmp(got, small, sizeof(small)), 0);
+    cr_assert_eq(ops[2 * K + 3].len, sizeof(mid), "got %zu", ops[2 * K + 3].len);
+    cr_assert_eq(memcmp(gotmid, mid, sizeof(mid)), 0);
     cr_assert_eq(memcmp(src, dst, (size_t)K * SZ), 0, "data differs");
-    /* rail i carried chunks k with k % 3 == i (and rail 0 the short one) */
+    /* rail i carried chunks k with k % 3 == i, rail 0 the chunk-0 message
+     * and rail 1 the short chunk 4 */
     for (int i = 0; i < 3; i++) {
-        int want = K / 3 + (i == 0);
-        cr_assert_eq(w.a[i].posts, want, "rail %d of A: %d posts, expected %d", i, w.a[i].posts,
-                     want);
-        cr_assert_eq(w.b[i].posts, want, "rail %d of B: %d posts", i, w.b[i].posts);
-        for (int p = 0; p < w.a[i].posts && i > 0; p++)
-            cr_assert_eq((int)(w.a[i].tags[p] & 0x7ff) % 3, i);
+        struct fake a = snap(&w.a[i]), b = snap(&w.b[i]);
+        int want = K / 3 + (i < 2);
+        cr_assert_eq(a.posts, want, "rail %d of A: %d posts, expected %d", i, a.posts, want);
+        cr_assert_eq(b.posts, want, "rail %d of B: %d posts", i, b.posts);
+        for (int p = 0; p < a.posts; p++)
+            cr_assert_eq((int)(a.tags[p] & 0x7ff) % 3, i, "rail %d got tag %#llx", i,
+                         (unsigned long long)a.tags[p]);
         if (i == 0) {
-            cr_assert_eq(w.a[0].posts_from_other_thread, 0, "rail 0 posts on the caller's thread");
+            cr_assert_eq(a.posts_from_other_thread, 0, "rail 0 posts on the caller's thread");
         } else {
-            cr_assert_eq(w.a[i].posts_from_other_thread, w.a[i].posts,
-                         "rail %d posts on its own thread", i);
-            cr_assert(!pthread_equal(w.a[i].progress_thread, main_thread),
+            cr_assert_eq(a.posts_from_other_thread, a.posts, "rail %d posts on its own thread", i);
+            cr_assert(!pthread_equal(a.progress_thread, main_thread),
                       "rail %d progresses on its own thread", i);
         }
     }
@@ -412,10 +440,46 @@ Test(rails, again_is_tried_again)
         cr_assert_eq(tb->ops->recv(tb, 0, (uint64_t)k, dst[k], SZ, &ops[2 * k + 1].x), FC_SUCCESS);
     }
     cr_assert_eq(drive(&w, ops, 2 * K), FC_SUCCESS, "%s", err_get());
-    cr_assert_gt(w.a[1].nagain, 0, "the fake never refused a post");
-    cr_assert_eq(w.a[1].posts, K / 2);
+    struct fake a = snap(&w.a[1]), b = snap(&w.b[1]);
+    cr_assert_gt(a.nagain, 0, "the fake never refused a post of A");
+    cr_assert_gt(b.nagain, 0, "the fake never refused a post of B");
+    cr_assert_eq(a.posts, K / 2);
+    cr_assert_eq(b.posts, K / 2);
+    for (int k = 0; k < 2 * K; k++)
+        cr_assert_eq(ops[k].ncalls, 1, "op %d completed %d times", k, ops[k].ncalls);
     for (int k = 0; k < K; k++)
         cr_assert_eq(memcmp(src[k], dst[k], SZ), 0, "chunk %d", k);
+    world_fini(&w);
+}
+
+/* Both ends hand a rail a send first, then a receive, and the transport
+ * refuses sends until its side has posted a receive: posted in order only,
+ * neither receive would ever be posted. */
+Test(rails, a_refused_send_does_not_hold_up_a_receive, .timeout = 30)
+{
+    struct world w;
+    world_init(&w, 2, 1);
+    w.a[1].refuse_send_before_recv = 1;
+    w.b[1].refuse_send_before_recv = 1;
+    enum { SZ = 1000 };
+    static char sa[SZ], sb[SZ], ra[SZ], rb[SZ];
+    memset(sa, 'a', SZ);
+    memset(sb, 'b', SZ);
+    struct op ops[4];
+    struct transport *ta = rails_transport(w.ra), *tb = rails_transport(w.rb);
+    uint64_t t1 = (1ull << 20) | 1, t3 = (1ull << 20) | 3; /* both chunk indices odd: rail 1 */
+    op_init(&ops[0], 1, t1, SZ);
+    op_init(&ops[1], 0, t3, SZ);
+    op_init(&ops[2], 1, t3, SZ);
+    op_init(&ops[3], 0, t1, SZ);
+    cr_assert_eq(ta->ops->send(ta, 0, t1, sa, SZ, &ops[0].x), FC_SUCCESS);
+    cr_assert_eq(ta->ops->recv(ta, 0, t3, ra, SZ, &ops[1].x), FC_SUCCESS);
+    cr_assert_eq(tb->ops->send(tb, 0, t3, sb, SZ, &ops[2].x), FC_SUCCESS);
+    cr_assert_eq(tb->ops->recv(tb, 0, t1, rb, SZ, &ops[3].x), FC_SUCCESS);
+    cr_assert_eq(drive(&w, ops, 4), FC_SUCCESS, "%s", err_get());
+    cr_assert_gt(snap(&w.a[1]).nagain + snap(&w.b[1]).nagain, 0, "no send was refused");
+    cr_assert_eq(memcmp(ra, sb, SZ), 0);
+    cr_assert_eq(memcmp(rb, sa, SZ), 0);
     world_fini(&w);
 }
 
@@ -434,6 +498,8 @@ Test(rails, an_op_error_names_its_rail)
     cr_assert_eq(tb->ops->recv(tb, 0, 1, dst, SZ, &ops[1].x), FC_SUCCESS);
     cr_assert_eq(drive(&w, ops, 2), FC_SUCCESS, "%s", err_get());
     cr_assert_eq(ops[0].st, FC_SUCCESS);
+    cr_assert_eq(ops[0].ncalls, 1);
+    cr_assert_eq(ops[1].ncalls, 1);
     cr_assert_eq(ops[1].st, FC_ERR_FABRIC);
     cr_assert(strstr(ops[1].err, "rail 1 of 2") && strstr(ops[1].err, "fake receive error"),
               "message: %s", ops[1].err);
@@ -459,5 +525,61 @@ Test(rails, a_failed_rail_fails_the_transport)
     cr_assert_eq(rc, FC_ERR_FABRIC, "got %d", rc);
     cr_assert(strstr(err_get(), "rail 2 of 3") && strstr(err_get(), "boom"), "message: %s",
               err_get());
+    /* it keeps failing, and the other rails' threads stopped driving their
+     * endpoints (the engine frees what was posted there) */
+    int n;
+    cr_assert_eq(tb->ops->progress(tb, &n), FC_ERR_FABRIC);
+    int before = snap(&w.b[1]).nprogress;
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    cr_assert_eq(snap(&w.b[1]).nprogress, before, "rail 1 still progresses after the failure");
+    op_init(&ops[0], 1, 1, SZ);
+    cr_assert_eq(tb->ops->send(tb, 0, 1, src, SZ, &ops[0].x), FC_ERR_FABRIC,
+                 "a hand-over after the failure must fail");
     world_fini(&w);
+}
+
+Test(rails, a_failed_rail_0_stops_the_rails)
+{
+    struct world w;
+    world_init(&w, 2, 1);
+    enum { SZ = 64 << 10 };
+    static char buf[SZ];
+    struct op ops[1];
+    struct transport *tb = rails_transport(w.rb);
+    /* a receive posted on rail 1 that nothing will match */
+    op_init(&ops[0], 0, 1, SZ);
+    cr_assert_eq(tb->ops->recv(tb, 0, 1, buf, SZ, &ops[0].x), FC_SUCCESS);
+    pthread_mutex_lock(&w.links[0].m);
+    w.b[0].fail_progress = FC_ERR_PEER_FAILED;
+    pthread_mutex_unlock(&w.links[0].m);
+    int n;
+    cr_assert_eq(tb->ops->progress(tb, &n), FC_ERR_PEER_FAILED);
+    int before = snap(&w.b[1]).nprogress;
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    cr_assert_eq(snap(&w.b[1]).nprogress, before, "rail 1 still progresses after rail 0 failed");
+    cr_assert_eq(ops[0].ncalls, 0, "no callback for what was posted");
+    world_fini(&w);
+}
+
+/* Teardown with receives still posted on every rail and a queued post:
+ * stops and frees without a callback. */
+Test(rails, teardown_with_transfers_posted, .timeout = 30)
+{
+    struct world w;
+    world_init(&w, 3, 1);
+    enum { SZ = 4096 };
+    static char buf[6][SZ];
+    struct op ops[6];
+    struct transport *ta = rails_transport(w.ra);
+    for (int k = 0; k < 6; k++) {
+        op_init(&ops[k], 0, (uint64_t)k, SZ);
+        cr_assert_eq(ta->ops->recv(ta, 0, (uint64_t)k, buf[k], SZ, &ops[k].x), FC_SUCCESS);
+    }
+    int n;
+    cr_assert_eq(ta->ops->progress(ta, &n), FC_SUCCESS);
+    world_fini(&w);
+    for (int k = 0; k < 6; k++)
+        cr_assert_eq(ops[k].ncalls, 0, "op %d called back", k);
 }
