@@ -610,6 +610,28 @@ static fc_result_t rails_count(const struct rank_info *infos, int n, const char 
  * transport in sh->tp. Each rail is an endpoint of the chosen provider with
  * its own address exchange; every rank makes the same exchanges, so a rank
  * that cannot open a rail fails them all with its reason. */
+/* One bootstrap round of rails setup: every rank's status (and, in
+ * setup rounds, its address); the first failing rank's error for all. */
+static fc_result_t rails_round(struct boot *b, const struct rank_info *infos, int n,
+                               struct addr_info *am, struct addr_info *addrs, const char *what)
+{
+    fc_result_t rc = b->ops->allgather(b, am, sizeof(*am), addrs);
+    for (int r = 0; r < n && rc == FC_SUCCESS; r++)
+        if (addrs[r].status != FC_SUCCESS) {
+            addrs[r].err[sizeof(addrs[r].err) - 1] = '\0';
+            rc = FC_ERR((fc_result_t)addrs[r].status,
+                        "rank %d (host %s) %s: %s; FC_RAILS=1 uses one endpoint per rank", r,
+                        infos[r].host, what, addrs[r].err);
+        }
+    return rc;
+}
+
+/* Opens rails 1..k-1 (rail 0 is sh->ep, connected) and puts the rails'
+ * transport in sh->tp. Each rail is an endpoint of the chosen provider with
+ * its own address exchange. Every rank takes part in every round (k-1
+ * address rounds and a last status round) and carries a failure of its own
+ * into the next one, so all ranks stop at the same round with the same
+ * reason. */
 static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct boot *b,
                               const struct rank_info *infos, const char *choice, int nnodes,
                               const char *fabric, char (*pnames)[64], int any_hmem)
@@ -623,42 +645,55 @@ static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct 
     char *addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
     const char **pn = calloc((size_t)n, sizeof(*pn));
     struct transport *tps[COMM_MAX_RAILS] = {sh->tp};
-    if (!addrs || !addrbuf || !pn)
-        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
-    for (int r = 0; r < n && pn; r++)
+    struct addr_info am;
+    memset(&am, 0, sizeof(am));
+    if (!addrs || !addrbuf || !pn) {
+        free(addrs);
+        free(addrbuf);
+        free(pn);
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d ranks' rail addresses", n);
+    }
+    for (int r = 0; r < n; r++)
         pn[r] = pnames[r];
+    char what[96];
     for (int i = 1; i < k && rc == FC_SUCCESS; i++) {
-        struct addr_info am;
-        memset(&am, 0, sizeof(am));
-        size_t alen = 0;
-        sh->nrails = i + 1; /* closed with the rest, half-built or not */
-        fc_result_t orc = prov_open(&c->cfg, choice, nnodes, fabric, &sh->rail_ep[i], am.addr,
-                                    &alen);
-        if (orc != FC_SUCCESS) {
-            am.status = orc;
-            snprintf(am.err, sizeof(am.err), "%s", err_get());
-        }
-        am.len = (uint32_t)alen;
-        rc = b->ops->allgather(b, &am, sizeof(am), addrs);
-        for (int r = 0; r < n && rc == FC_SUCCESS; r++) {
-            if (addrs[r].status != FC_SUCCESS) {
-                addrs[r].err[sizeof(addrs[r].err) - 1] = '\0';
-                rc = FC_ERR((fc_result_t)addrs[r].status,
-                            "rank %d (host %s) could not open rail %d of %d (%s): %s; FC_RAILS=1 "
-                            "uses one endpoint per rank",
-                            r, infos[r].host, i, k, choice, addrs[r].err);
+        if (am.status == FC_SUCCESS) {
+            size_t alen = 0;
+            sh->nrails = i + 1; /* closed with the rest, half-built or not */
+            fc_result_t orc = prov_open(&c->cfg, choice, nnodes, fabric, &sh->rail_ep[i],
+                                        am.addr, &alen);
+            am.len = (uint32_t)alen;
+            if (orc != FC_SUCCESS) {
+                am.status = orc;
+                snprintf(am.err, sizeof(am.err), "%s", err_get());
             }
-            memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
         }
+        snprintf(what, sizeof(what), "could not open rail %d of %d (%s)", i, k, choice);
+        rc = rails_round(b, infos, n, &am, addrs, what);
         if (rc != FC_SUCCESS)
             break;
+        for (int r = 0; r < n; r++)
+            memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
         /* the same protocol choice as rail 0, agreed above */
         prov_rndv_min_set(sh->rail_ep[i], prov_rndv_min_get(sh->ep));
-        rc = prov_connect(sh->rail_ep[i], n, addrbuf, pn, c->rank);
+        fc_result_t crc = prov_connect(sh->rail_ep[i], n, addrbuf, pn, c->rank);
+        if (crc != FC_SUCCESS) { /* told in the next round */
+            am.status = crc;
+            snprintf(am.err, sizeof(am.err), "%s", err_get());
+        }
         tps[i] = prov_transport(sh->rail_ep[i]);
     }
-    if (rc == FC_SUCCESS)
-        rc = rails_create(tps, k, &sh->rails);
+    if (rc == FC_SUCCESS) {
+        if (am.status == FC_SUCCESS) {
+            fc_result_t crc = rails_create(tps, k, &sh->rails);
+            if (crc != FC_SUCCESS) {
+                am.status = crc;
+                snprintf(am.err, sizeof(am.err), "%s", err_get());
+            }
+        }
+        snprintf(what, sizeof(what), "could not set up %d rails (%s)", k, choice);
+        rc = rails_round(b, infos, n, &am, addrs, what);
+    }
     if (rc == FC_SUCCESS)
         sh->tp = rails_transport(sh->rails);
     free(addrs);
@@ -868,6 +903,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         goto fail;
     memset(&c->attr, 0, sizeof(c->attr));
     prov_describe(c->sh->ep, &c->attr);
+    c->attr.nrails = c->sh->nrails;
     c->attr.nnodes = nnodes;
     c->attr.local_rank = local_rank;
     c->attr.local_size = local_size;

@@ -75,8 +75,9 @@ static const struct row rows[] = {
      "Pipeline chunk: large steps are cut into chunks of this many bytes; 0 = provider "
      "default."},
     {"FC_RAILS", T_INT, "0", F(rails), NULL, S_USER,
-     "Endpoints per rank (1-8) over which the chunks of messages of 64 KiB and more are "
-     "dealt; every one but the first is driven by a thread of its own, so that several "
+     "Endpoints per rank (1-8) over which the chunks of a message are dealt by their index "
+     "(chunk 0, so every one-chunk message, stays on the first); every one but the first is "
+     "driven by a thread of its own, so that several "
      "cores move one collective's data. 0 = auto: on tcp and shm one per two CPUs of each "
      "rank of rank 0's node (its CPU affinity), at most 4, and 1 where an endpoint takes "
      "device memory (gdr); elsewhere 1. Rank 0's value holds for all."},

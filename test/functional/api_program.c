@@ -157,6 +157,11 @@ int main(void)
 
     fc_comm_attr_t a;
     OK(fc_comm_query(comm, &a));
+    /* FC_RAILS asks for that many endpoints per rank; auto gives 1 to 4 */
+    const char *rails = getenv("FC_RAILS");
+    int want_rails = rails ? atoi(rails) : 0;
+    CHECK(want_rails > 0 ? a.nrails == want_rails : a.nrails >= 1 && a.nrails <= 4,
+          "nrails %d (FC_RAILS=%s)", a.nrails, rails ? rails : "unset");
     if (me == 0 && !failures)
         printf("api_program: OK (%d ranks, provider %s, %d node%s)\n", n, a.provider, a.nnodes,
                a.nnodes > 1 ? "s" : "");
