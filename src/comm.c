@@ -596,9 +596,10 @@ static fc_result_t rails_count(const struct rank_info *infos, int n, const char 
         k = prov_auto_rails(choice);
         if (k > per_rank / 2)
             k = per_rank / 2 > 1 ? per_rank / 2 : 1;
-        /* endpoints that take device memory: their rails' threads would run
-         * the provider's device copies outside the rank's CUDA context
-         * (not measured; FC_RAILS still asks for them) */
+        /* endpoints that take device memory: the provider's copies run on
+         * the GPU's copy engines, not the progressing core; on one H200, 2
+         * ranks, 2 rails were slower at 64-256 MiB (200-220 GB/s busbw
+         * against 286-293). FC_RAILS still asks for them. */
         if (any_hmem)
             k = 1;
     }
