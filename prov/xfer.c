@@ -769,26 +769,23 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
 static int pe_wait_fd(struct transport *t)
 {
     struct prov_ep *p = ep_of(t);
+    if (p->nlocal)
+        return -1; /* completions of injects to report */
     if (p->wait_fd < 0)
         return TRANSPORT_NO_WAIT_FD;
-    if (p->nlocal)
-        return -1;
     struct fid *fids[1] = {&p->cq->fid};
     return fi_trywait(p->fabric, fids, 1) == FI_SUCCESS ? p->wait_fd : -1;
 }
 
 static void pe_wait(struct transport *t, int timeout_us)
 {
-    struct prov_ep *p = ep_of(t);
-    if (p->nlocal)
+    int fd = pe_wait_fd(t);
+    if (fd == -1)
         return;
-    if (p->wait_fd >= 0) {
-        int fd = pe_wait_fd(t);
-        if (fd >= 0) {
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            int ms = (timeout_us + 999) / 1000;
-            poll(&pfd, 1, ms > 0 ? ms : 1);
-        }
+    if (fd >= 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int ms = (timeout_us + 999) / 1000;
+        poll(&pfd, 1, ms > 0 ? ms : 1);
         return;
     }
     /* no wait object: give the CPU away briefly */

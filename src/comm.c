@@ -607,25 +607,28 @@ static fc_result_t rails_count(const struct rank_info *infos, int n, const char 
     return FC_SUCCESS;
 }
 
-/* Opens rails 1..k-1 (rail 0 is sh->ep, connected) and puts the rails'
- * transport in sh->tp. Each rail is an endpoint of the chosen provider with
- * its own address exchange; every rank makes the same exchanges, so a rank
- * that cannot open a rail fails them all with its reason. */
-/* One bootstrap round of rails setup: every rank's status (and, in
- * setup rounds, its address); the first failing rank's error for all. */
-static fc_result_t rails_round(struct boot *b, const struct rank_info *infos, int n,
-                               struct addr_info *am, struct addr_info *addrs, const char *what)
+/* One bootstrap round of endpoint setup: every rank's status and address
+ * (copied to addrbuf, PROV_ADDR_MAX bytes each, unless NULL); the first
+ * failing rank's error, "rank R (host H) <what>: <its error><hint>", for
+ * all. */
+static fc_result_t exchange_addrs(struct boot *b, const struct rank_info *infos, int n,
+                                  struct addr_info *am, struct addr_info *addrs, char *addrbuf,
+                                  const char *what, const char *hint)
 {
     fc_result_t rc = b->ops->allgather(b, am, sizeof(*am), addrs);
-    for (int r = 0; r < n && rc == FC_SUCCESS; r++)
+    for (int r = 0; r < n && rc == FC_SUCCESS; r++) {
         if (addrs[r].status != FC_SUCCESS) {
             addrs[r].err[sizeof(addrs[r].err) - 1] = '\0';
-            rc = FC_ERR((fc_result_t)addrs[r].status,
-                        "rank %d (host %s) %s: %s; FC_RAILS=1 uses one endpoint per rank", r,
-                        infos[r].host, what, addrs[r].err);
+            rc = FC_ERR((fc_result_t)addrs[r].status, "rank %d (host %s) %s: %s%s", r,
+                        infos[r].host, what, addrs[r].err, hint);
+        } else if (addrbuf) {
+            memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
         }
+    }
     return rc;
 }
+
+#define RAILS_HINT "; FC_RAILS=1 uses one endpoint per rank"
 
 /* Opens rails 1..k-1 (rail 0 is sh->ep, connected) and puts the rails'
  * transport in sh->tp. Each rail is an endpoint of the chosen provider with
@@ -670,11 +673,9 @@ static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct 
             }
         }
         snprintf(what, sizeof(what), "could not open rail %d of %d (%s)", i, k, choice);
-        rc = rails_round(b, infos, n, &am, addrs, what);
+        rc = exchange_addrs(b, infos, n, &am, addrs, addrbuf, what, RAILS_HINT);
         if (rc != FC_SUCCESS)
             break;
-        for (int r = 0; r < n; r++)
-            memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
         /* the same protocol choice as rail 0, agreed above */
         prov_rndv_min_set(sh->rail_ep[i], prov_rndv_min_get(sh->ep));
         fc_result_t crc = prov_connect(sh->rail_ep[i], n, addrbuf, pn, c->rank);
@@ -693,7 +694,7 @@ static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct 
             }
         }
         snprintf(what, sizeof(what), "could not set up %d rails (%s)", k, choice);
-        rc = rails_round(b, infos, n, &am, addrs, what);
+        rc = exchange_addrs(b, infos, n, &am, addrs, NULL, what, RAILS_HINT);
     }
     if (rc == FC_SUCCESS)
         sh->tp = rails_transport(sh->rails);
@@ -838,18 +839,11 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
-    rc = b->ops->allgather(b, &am, sizeof(am), addrs);
+    char what[96];
+    snprintf(what, sizeof(what), "could not open %s", choice);
+    rc = exchange_addrs(b, infos, n, &am, addrs, addrbuf, what, "");
     if (rc != FC_SUCCESS)
         goto fail;
-    for (int r = 0; r < n; r++) {
-        if (addrs[r].status != FC_SUCCESS) {
-            addrs[r].err[sizeof(addrs[r].err) - 1] = '\0';
-            rc = FC_ERR((fc_result_t)addrs[r].status, "rank %d (host %s) could not open %s: %s",
-                        r, infos[r].host, choice, addrs[r].err);
-            goto fail;
-        }
-        memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
-    }
     /* rank 0's chunk for all (endpoints that take device memory default to
      * larger ones; a rank whose endpoint does not must still cut alike) */
     c->cfg.chunk_size = addrs[0].chunk;

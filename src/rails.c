@@ -64,7 +64,6 @@ struct rail_op {
 
 struct rail {
     struct transport *tp;
-    int idx;
     pthread_t thread;
     int started;
     pthread_mutex_t lock;
@@ -105,25 +104,23 @@ int rails_pick(int nrails, uint64_t tag)
 
 /* ---- the rail's thread ----------------------------------------------------- */
 
+/* op is over (st, len; why when it failed): to the thread's finished list */
+static void finish(struct rail *rl, struct rail_op *op, fc_result_t st, size_t len, const char *why)
+{
+    op->status = st;
+    op->len = len;
+    if (st != FC_SUCCESS)
+        snprintf(op->err, sizeof(op->err), "%s", why);
+    op->next = rl->fin;
+    rl->fin = op;
+}
+
 /* The rail's transport finished op (called in the rail's thread). */
 static void op_done(struct xfer *ix, fc_result_t st, size_t len)
 {
     struct rail_op *op = ix->owner;
-    op->status = st;
-    op->len = len;
-    if (st != FC_SUCCESS)
-        snprintf(op->err, sizeof(op->err), "%s", ix->errmsg ? ix->errmsg : err_get());
     op->rail->posted--;
-    op->next = op->rail->fin;
-    op->rail->fin = op;
-}
-
-static void fail_op(struct rail *rl, struct rail_op *op, fc_result_t rc, const char *why)
-{
-    op->status = rc;
-    snprintf(op->err, sizeof(op->err), "%s", why);
-    op->next = rl->fin;
-    rl->fin = op;
+    finish(op->rail, op, st, len, st == FC_SUCCESS ? NULL : ix->errmsg ? ix->errmsg : err_get());
 }
 
 static double now_ns(void)
@@ -158,7 +155,7 @@ static int post_queue(struct rail *rl, struct rail_op **queue)
         if (rc == FC_SUCCESS)
             rl->posted++;
         else
-            fail_op(rl, op, rc, err_get());
+            finish(rl, op, rc, 0, err_get());
     }
     return n;
 }
@@ -244,13 +241,16 @@ static void *rail_main(void *arg)
 {
     struct rail *rl = arg;
     struct transport *tp = rl->tp;
-    struct rail_op *queue = NULL, **qtail = &queue;
+    struct rail_op *queue = NULL;
     double idle_since = 0;
     int idle = 0;
     pthread_mutex_lock(&rl->lock);
     for (;;) {
         if (rl->inbox) {
-            *qtail = rl->inbox;
+            struct rail_op **tail = &queue; /* refused posts first */
+            while (*tail)
+                tail = &(*tail)->next;
+            *tail = rl->inbox;
             rl->inbox = NULL;
             rl->inbox_tail = &rl->inbox;
         }
@@ -270,9 +270,6 @@ static void *rail_main(void *arg)
         int n = 0;
         fc_result_t rc = rl->failed == FC_SUCCESS ? tp->ops->progress(tp, &n) : FC_SUCCESS;
         events += n;
-        qtail = &queue;
-        while (*qtail)
-            qtail = &(*qtail)->next;
         pthread_mutex_lock(&rl->lock);
         if (rc != FC_SUCCESS) {
             /* the rail's endpoint failed: the engine hears of it at its next
@@ -296,7 +293,7 @@ static void *rail_main(void *arg)
     while (queue) {
         struct rail_op *op = queue;
         queue = op->next;
-        fail_op(rl, op, FC_ERR_INTERNAL, "rail stopped");
+        finish(rl, op, FC_ERR_INTERNAL, 0, "rail stopped");
     }
     pthread_mutex_unlock(&rl->lock);
     return NULL;
@@ -393,7 +390,7 @@ static fc_result_t rl_progress(struct transport *t, int *ncomp)
     struct rails *R = (struct rails *)t;
     *ncomp = 0;
     if (R->halted != FC_SUCCESS)
-        return FC_ERR_QUIET(R->halted, "%s", R->errbuf);
+        return halt(R, R->halted);
     int n = 0;
     fc_result_t rc = R->r[0].tp->ops->progress(R->r[0].tp, &n);
     if (rc != FC_SUCCESS) {
@@ -522,7 +519,6 @@ fc_result_t rails_create(struct transport *const *inner, int n, struct rails **o
     for (int i = 0; i < n; i++) {
         struct rail *rl = &R->r[i];
         rl->tp = inner[i];
-        rl->idx = i;
         rl->inbox_tail = &rl->inbox;
         rl->owner = R;
         rl->efd = -1;
