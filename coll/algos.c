@@ -4,7 +4,7 @@
 
 #include "coll.h"
 
-extern const struct coll_algo coll_allreduce_ring, coll_allreduce_rd, coll_bcast_binomial,
+extern const struct coll_algo coll_allreduce_ring, coll_allreduce_gather, coll_allreduce_rd, coll_bcast_binomial,
     coll_bcast_chain;
 extern const struct coll_algo coll_allreduce_rabenseifner, coll_bcast_scatter_allgather,
     coll_reduce_binomial, coll_reduce_rsgather, coll_allgather_ring, coll_allgather_rd,
@@ -13,6 +13,8 @@ extern const struct coll_algo coll_allreduce_rabenseifner, coll_bcast_scatter_al
 
 const struct coll_algo *const coll_algos[] = {
     &coll_allreduce_ring,
+    &coll_allreduce_gather, /* before rd: at 2 ranks they tie, and gather's
+                               exchange is what device buffers run fused */
     &coll_allreduce_rd,
     &coll_allreduce_rabenseifner,
     &coll_bcast_binomial,

@@ -173,6 +173,58 @@ Test(barrier, dissemination_waits_for_everyone, .timeout = 120)
 
 ALGO_TESTS(allreduce, ring)
 ALGO_TESTS(allreduce, rd)
+Test(allreduce, gather_sweep, .timeout = 300) { sweep("allreduce", "gather"); }
+Test(allreduce, gather_64, .timeout = 300) { big("allreduce", "gather", 64); }
+
+/* comm_gpu.c runs gather's exchange alone around its kernel, while ranks
+ * on host buffers run the whole algorithm: the messages (peer, tag, length,
+ * in posting order) must be the same, rank for rank. */
+Test(allreduce, gather_exchange_alone_sends_the_same_messages)
+{
+    extern const struct coll_algo coll_allreduce_gather, coll_allreduce_gather_xchg;
+    for (int n = 2; n <= 64; n++)
+        for (int r = 0; r < n; r++)
+            for (int ip = 0; ip < 2; ip++) {
+                struct coll_args a = {.kind = COLL_ALLREDUCE, .rank = r, .nranks = n,
+                                      .count = 3, .dt = FC_FLOAT32, .op = FC_AVG, .esize = 4,
+                                      .in_place = ip};
+                struct sched full, alone;
+                sched_init(&full, a.dt, a.op, n);
+                sched_init(&alone, a.dt, a.op, n);
+                cr_assert_eq(coll_allreduce_gather.build(&full, &a), FC_SUCCESS);
+                cr_assert_eq(coll_allreduce_gather_xchg.build(&alone, &a), FC_SUCCESS);
+                uint32_t i = 0, j = 0, nmsg = 0;
+                for (;;) {
+                    while (i < full.nsteps && full.steps[i].op != SOP_SEND &&
+                           full.steps[i].op != SOP_RECV)
+                        i++;
+                    while (j < alone.nsteps && alone.steps[j].op != SOP_SEND &&
+                           alone.steps[j].op != SOP_RECV)
+                        j++;
+                    if (i == full.nsteps || j == alone.nsteps)
+                        break;
+                    const struct sched_step *x = &full.steps[i++], *y = &alone.steps[j++];
+                    cr_assert(x->op == y->op && x->peer == y->peer && x->tag == y->tag &&
+                                  x->len == y->len,
+                              "n=%d rank %d message %u: %s to/from %d tag %u %zu B, alone: "
+                              "%s %d tag %u %zu B",
+                              n, r, nmsg, x->op == SOP_SEND ? "send" : "recv", x->peer, x->tag,
+                              x->len, y->op == SOP_SEND ? "send" : "recv", y->peer, y->tag,
+                              y->len);
+                    nmsg++;
+                }
+                cr_assert(i == full.nsteps && j == alone.nsteps,
+                          "n=%d rank %d: the two schedules have different message counts", n, r);
+                cr_assert_eq(nmsg, 2u * (unsigned)ceil_log2(n), "n=%d: %u messages", n, nmsg);
+                /* and the exchange alone reduces nothing on the host */
+                for (uint32_t k = 0; k < alone.nsteps; k++)
+                    cr_assert(alone.steps[k].op != SOP_REDUCE && alone.steps[k].op != SOP_SCALE &&
+                              alone.steps[k].op != SOP_COPY);
+                sched_release(&full);
+                sched_release(&alone);
+            }
+}
+
 ALGO_TESTS(bcast, binomial)
 ALGO_TESTS(bcast, chain)
 ALGO_TESTS(allreduce, rabenseifner)
