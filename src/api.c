@@ -130,6 +130,9 @@ static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count
     TRY(check_buf(sendbuf, count * es, es, "sendbuf"));
     TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
     struct coll_args a = args_of(comm, COLL_ALLREDUCE, count, dt, op, 0, es, sendbuf == recvbuf);
+    fc_result_t rc;
+    if (!req && !in_stream_call && comm_fused_allreduce(comm, &a, sendbuf, recvbuf, &rc))
+        return rc;
     return run(comm, &a, sendbuf, recvbuf, req);
 }
 

@@ -342,6 +342,13 @@ fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void 
     const struct coll_algo *al = coll_select(&c->tuning, a, &why);
     if (!al)
         return FC_ERR(FC_ERR_INTERNAL, "no algorithm for %s", coll_kind_name(a->kind));
+    return comm_build_algo(c, a, al, why, sendbuf, recvbuf, out, tagbase);
+}
+
+fc_result_t comm_build_algo(struct fc_comm *c, const struct coll_args *a,
+                            const struct coll_algo *al, const char *why, const void *sendbuf,
+                            void *recvbuf, struct fc_request **out, uint64_t *tagbase)
+{
     pthread_mutex_lock(&c->sh->lock);
     struct fc_request *r = rcache_take(c, a, al);
     pthread_mutex_unlock(&c->sh->lock);
@@ -485,6 +492,7 @@ static void shared_release(struct comm_shared *sh)
         sh->zombies = z->next;
         comm_request_free(z); /* its scratch goes back to the transport */
     }
+    comm_fused_free(sh);
     gpu_tp_destroy(sh->gpu);
     gpu_host_free((void *)sh->flag);
     free(sh->flag_fin);

@@ -25,6 +25,7 @@ struct prov_ep;
 struct fc_request;
 struct boot;
 struct gpu_tp;
+struct fused;
 struct rails;
 
 #define COMM_MAX_RAILS 8
@@ -38,6 +39,7 @@ struct comm_shared {
     struct rails *rails;       /* over ep and rail_ep when nrails > 1 */
     struct transport *tp;
     struct gpu_tp *gpu;        /* device-memory transport over tp, made on first use */
+    struct fused *fused;       /* the fused small allreduce's memory (comm_gpu.c) */
     struct transport *ptp;     /* what progress drives: gpu's when it exists, else tp */
     int nworld;                /* transport peers */
     uint32_t next_comm_id;     /* ids this process has not used yet */
@@ -145,6 +147,10 @@ fc_result_t comm_test(struct fc_request *r, int *done);
  * without starting it. */
 fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                        void *recvbuf, struct fc_request **out, uint64_t *tagbase);
+/* The same with the algorithm given (why: for the trace). */
+fc_result_t comm_build_algo(struct fc_comm *c, const struct coll_args *a,
+                            const struct coll_algo *al, const char *why, const void *sendbuf,
+                            void *recvbuf, struct fc_request **out, uint64_t *tagbase);
 /* Builds and starts a collective (the public calls end here). */
 fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                             void *recvbuf, struct fc_request **out);
@@ -157,6 +163,12 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
 /* Sends r through the device-memory transport when a buffer is on a GPU. */
 fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
                               struct fc_request *r);
+/* A blocking allreduce of a small vector in device memory, as one CUDA
+ * kernel around gather's exchange (comm_gpu.c). 0: not for this call (run
+ * it the usual way); 1: done, *rc its result. */
+int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                         void *recvbuf, fc_result_t *rc);
+void comm_fused_free(struct comm_shared *sh);
 /* The progress thread's body. */
 void *comm_progress_main(void *arg);
 /* A blocking or nonblocking operation on device buffers starts after the

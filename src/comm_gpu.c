@@ -220,3 +220,171 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     /* later work on the stream waits for this operation */
     return gpu_stream_wait_flag(dev, stream, sh->flag, v);
 }
+
+/* ---- the fused small allreduce ---------------------------------------------
+ * Staged, a small allreduce on device buffers costs two trips to the GPU
+ * and back (copy the vector out before sending it; reduce after the
+ * exchange), each 7-9 us on an H200 from the call until the host sees it
+ * done, plus the launches. When the cost model picks gather (the
+ * small-vector algorithm: raw vectors exchanged, one reduction at the end;
+ * coll/allreduce_gather.c), one kernel does the GPU's part of the whole
+ * call: it copies the vector into pinned host memory and tells the host,
+ * spins until the host says the exchange is done, reduces the n vectors
+ * (read in place from pinned memory) into recvbuf, and tells the host
+ * again. The host runs gather's exchange alone on that pinned memory, on
+ * the host transport: the same messages as the whole algorithm, so ranks
+ * on host buffers, or on the usual device path, take part unchanged.
+ * The kernel runs on the legacy default stream, after the caller's work
+ * there, as the usual path orders itself. Blocking calls only; one at a
+ * time per family (another thread's call meanwhile takes the usual path).
+ * A failed exchange tells the kernel to give up (~seq), so it never spins
+ * past the call. */
+#define FUSED_MAX ((size_t)32 << 10) /* n vectors, bytes */
+/* auto: a kernel that keeps waiting this long for the GPU (us, launch to
+ * start plus go to done) in FUSED_SLOW_CALLS calls in a row shares it with
+ * other contexts by time slices (a GPU shared without MPS: ~2.7 ms a call
+ * against ~0.3 ms staged on an H200); the family then goes staged */
+#define FUSED_SLOW_US 150.0
+#define FUSED_SLOW_CALLS 4
+#define FUSED_FLAGS 64               /* bytes of flags before the vectors */
+
+extern const struct coll_algo coll_allreduce_gather, coll_allreduce_gather_xchg;
+
+struct fused {
+    int device;
+    int use;                 /* FC_GPU_FUSED's answer for this device */
+    int busy;
+    int slow;                /* calls in a row above FUSED_SLOW_US */
+    uint32_t seq;
+    void *mem;               /* pinned: flags, then n vectors */
+};
+
+void comm_fused_free(struct comm_shared *sh)
+{
+    if (!sh->fused)
+        return;
+    gpu_host_free(sh->fused->mem);
+    free(sh->fused);
+    sh->fused = NULL;
+}
+
+/* Waits until flags[i] == want, bounded by FC_TIMEOUT: spins, then lets
+ * other ranks of the node run. */
+static int fused_wait(struct fc_comm *c, volatile uint32_t *flag, uint32_t want)
+{
+    double t0 = 0;
+    for (unsigned i = 0;; i++) {
+        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
+            return 1;
+        if (i < 4096)
+            continue;
+        double now = comm_now();
+        if (i == 4096)
+            t0 = now;
+        else if (c->cfg.timeout > 0 && now - t0 > c->cfg.timeout)
+            return 0;
+        sched_yield();
+    }
+}
+
+int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                         void *recvbuf, fc_result_t *rc)
+{
+    const size_t bytes = a->count * a->esize;
+    if (c->cfg.gpu_fused == CFG_FUSED_OFF || c->size < 2 || !bytes ||
+        bytes * (size_t)c->size > FUSED_MAX || c->broken != FC_SUCCESS)
+        return 0;
+    struct gpu_ptr ps, pr;
+    gpu_ptr_info(sendbuf, &ps);
+    if (ps.kind != GPU_DEVICE)
+        return 0;
+    gpu_ptr_info(recvbuf, &pr);
+    if (pr.kind != GPU_DEVICE || pr.device != ps.device)
+        return 0;
+    if (coll_select(&c->tuning, a, NULL) != &coll_allreduce_gather)
+        return 0;
+    struct comm_shared *sh = c->sh;
+    const int dev = ps.device;
+    pthread_mutex_lock(&sh->lock);
+    struct fused *f = sh->fused;
+    if (!f && (f = calloc(1, sizeof(*f)))) {
+        f->device = dev;
+        f->mem = gpu_host_alloc(dev, FUSED_FLAGS + FUSED_MAX);
+        f->use = f->mem != NULL;
+        if (f->use)
+            FC_INFO(LOG_COLL, "small device allreduces (up to %zu bytes over all ranks) run as "
+                    "one kernel on GPU %d around the exchange (FC_GPU_FUSED=%s%s)",
+                    FUSED_MAX, dev, c->cfg.gpu_fused == CFG_FUSED_ON ? "on" : "auto",
+                    gpu_device_mps(dev) ? ", MPS" : "");
+        else
+            FC_WARN(LOG_COLL, "no pinned memory for the fused small allreduce: small device "
+                    "allreduces take the usual staged path");
+        sh->fused = f;
+    }
+    if (!f || !f->use || f->busy || f->device != dev) {
+        pthread_mutex_unlock(&sh->lock);
+        return 0;
+    }
+    f->busy = 1;
+    pthread_mutex_unlock(&sh->lock);
+
+    volatile uint32_t *flags = (volatile uint32_t *)f->mem;
+    void *tmp = (char *)f->mem + FUSED_FLAGS;
+    const uint32_t seq = ++f->seq;
+    double t_launch = comm_now();
+    *rc = gpu_fused_allreduce(dev, sendbuf, recvbuf, tmp, flags, seq, c->size, c->rank,
+                              a->count, a->dt, a->op);
+    if (*rc != FC_SUCCESS)
+        goto out; /* the peers will miss this rank's vector: the communicator breaks */
+    struct fc_request *r = NULL;
+    uint64_t tb;
+    *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL, tmp,
+                          &r, &tb);
+    if (*rc != FC_SUCCESS)
+        goto give_up;
+    if (!fused_wait(c, &flags[0], seq)) {
+        comm_request_free(r);
+        *rc = FC_ERR(FC_ERR_TIMEOUT,
+                     "allreduce #%llu: the fused kernel on GPU %d did not start within %.0f s "
+                     "(FC_TIMEOUT): the GPU is busy with earlier work on the default stream, or "
+                     "shared by other processes without MPS (FC_GPU_FUSED=off avoids the kernel)",
+                     (unsigned long long)(c->seq - 1), dev, c->cfg.timeout);
+        goto give_up;
+    }
+    double t_started = comm_now();
+    *rc = comm_start(r, NULL, tmp, tb, NULL, 0);
+    if (*rc == FC_SUCCESS)
+        *rc = comm_wait(r);
+    if (*rc != FC_SUCCESS)
+        goto give_up;
+    double t_go = comm_now();
+    __atomic_store_n(&flags[1], seq, __ATOMIC_RELEASE);
+    if (!fused_wait(c, &flags[2], seq)) {
+        *rc = FC_ERR(FC_ERR_TIMEOUT,
+                     "allreduce #%llu: the fused kernel on GPU %d did not finish its reduction "
+                     "within %.0f s (FC_TIMEOUT)",
+                     (unsigned long long)(c->seq - 1), dev, c->cfg.timeout);
+        goto out;
+    }
+    double gpu_us = (t_started - t_launch + comm_now() - t_go) * 1e6;
+    f->slow = gpu_us > FUSED_SLOW_US ? f->slow + 1 : 0;
+    if (f->slow >= FUSED_SLOW_CALLS && c->cfg.gpu_fused == CFG_FUSED_AUTO) {
+        f->use = 0;
+        FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU %d in %d "
+                "calls in a row (a GPU shared by processes without MPS?): small device "
+                "allreduces take the staged path from now on (FC_GPU_FUSED=on keeps the kernel)",
+                gpu_us, dev, FUSED_SLOW_CALLS);
+    }
+    goto out;
+give_up:
+    __atomic_store_n(&flags[1], ~seq, __ATOMIC_RELEASE); /* the kernel returns */
+out:
+    if (*rc != FC_SUCCESS && c->broken == FC_SUCCESS) {
+        c->broken = *rc;
+        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
+    }
+    pthread_mutex_lock(&sh->lock);
+    f->busy = 0;
+    pthread_mutex_unlock(&sh->lock);
+    return 1;
+}

@@ -55,6 +55,13 @@ static const struct row rows[] = {
      "Device buffers: auto = register them with the provider when it reports FI_HMEM, else "
      "stage through pinned host memory; on = require that (error if impossible); off = always "
      "stage."},
+    {"FC_GPU_FUSED", T_ENUM, "auto", F(gpu_fused), "auto,on,off", S_USER,
+     "Small blocking allreduces on device buffers (up to 32 KiB over all ranks, where the cost "
+     "model picks the gather algorithm): on = one kernel does the GPU's part of the call (copies "
+     "the vector out, spins on one SM while the host runs the exchange, reduces), one trip to "
+     "the GPU instead of two; off = the staged path's copies and kernels; auto = on, until the "
+     "kernel waits for the GPU over 150 us in 4 calls in a row (ranks sharing a GPU without "
+     "MPS, whose time slices make the kernel ~10x slower than staging), then off."},
     {"FC_PROTO", T_ENUM, "auto", F(proto), "auto,eager,rndv", S_USER,
      "Message protocol: auto sends messages up to FC_EAGER_MAX (and the provider's inject "
      "limit) eagerly, by inject, messages of FC_RNDV_MIN bytes and more by fabcoll's zero-copy "

@@ -70,7 +70,7 @@ static struct {
     CUcontext ctx[MAXDEV];
     CUmodule mod[MAXDEV];
     int nsm[MAXDEV];
-    CUfunction red[MAXDEV][10][4], scl[MAXDEV][10];
+    CUfunction red[MAXDEV][10][4], scl[MAXDEV][10], fus[MAXDEV][10][4];
     int loaded[MAXDEV];
 } cu = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -175,6 +175,9 @@ static fc_result_t device_init(int d)
                 for (int o = 0; lr == CUDA_SUCCESS && o < 4; o++) {
                     snprintf(name, sizeof(name), "fc_reduce_%s_%s", dt_names[t], op_names[o]);
                     lr = cu.cuModuleGetFunction(&cu.red[d][t][o], cu.mod[d], name);
+                    snprintf(name, sizeof(name), "fc_fused_%s_%s", dt_names[t], op_names[o]);
+                    if (lr == CUDA_SUCCESS)
+                        lr = cu.cuModuleGetFunction(&cu.fus[d][t][o], cu.mod[d], name);
                 }
                 snprintf(name, sizeof(name), "fc_scale_%s", dt_names[t]);
                 if (lr == CUDA_SUCCESS)
@@ -193,9 +196,15 @@ static fc_result_t device_init(int d)
                 CUdeviceptr z = 0;
                 size_t zn = 0;
                 uint32_t one = 1;
+                int zi = 0;
                 void *ra[] = {&z, &z, &z, &zn}, *sa[] = {&z, &z, &zn, &one};
-                for (int o = 0; lr == CUDA_SUCCESS && o < 4; o++)
+                void *fa[] = {&z, &z, &z, &z, &one, &zi, &zi, &zn, &one}; /* no flags: returns */
+                for (int o = 0; lr == CUDA_SUCCESS && o < 4; o++) {
                     lr = cu.cuLaunchKernel(cu.red[d][t][o], 1, 1, 1, 32, 1, 1, 0, warm, ra, NULL);
+                    if (lr == CUDA_SUCCESS)
+                        lr = cu.cuLaunchKernel(cu.fus[d][t][o], 1, 1, 1, 32, 1, 1, 0, warm, fa,
+                                               NULL);
+                }
                 if (lr == CUDA_SUCCESS)
                     lr = cu.cuLaunchKernel(cu.scl[d][t], 1, 1, 1, 32, 1, 1, 0, warm, sa, NULL);
             }
@@ -396,6 +405,38 @@ fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t 
     if (brc_ != FC_SUCCESS)
         return brc_;
     return FC_SUCCESS;
+}
+
+fc_result_t gpu_fused_allreduce(int device, const void *send, void *recv, void *tmp,
+                                volatile uint32_t *flags, uint32_t seq, int n, int rank,
+                                size_t count, fc_datatype_t dt, fc_op_t op)
+{
+    int o = op == FC_AVG ? FC_SUM : (int)op;
+    fc_result_t rc = ctx_push(device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    CUdeviceptr ps = (CUdeviceptr)(uintptr_t)send, pr = (CUdeviceptr)(uintptr_t)recv,
+                pt = (CUdeviceptr)(uintptr_t)tmp, pf = (CUdeviceptr)(uintptr_t)flags;
+    uint32_t sq = seq, div = op == FC_AVG ? (uint32_t)n : 0;
+    size_t cnt = count;
+    void *args[] = {&ps, &pr, &pt, &pf, &sq, &n, &rank, &cnt, &div};
+    CUresult r = cu.cuLaunchKernel(cu.fus[device][dt][o], 1, 1, 1, 256, 1, 1, 0, CU_STREAM_LEGACY,
+                                   args, NULL);
+    if (r != CUDA_SUCCESS)
+        rc = FC_ERR(FC_ERR_CUDA, "launching the fused %s %s allreduce kernel failed: %s",
+                    dt_names[dt], op_names[o], cu_err(r));
+    ctx_pop();
+    return rc;
+}
+
+int gpu_device_mps(int device)
+{
+    CUdevice dev;
+    int v = 0;
+    if (device_init(device) != FC_SUCCESS || cu.cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+        cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev) != CUDA_SUCCESS)
+        return 0;
+    return v;
 }
 
 fc_result_t gpu_event_get(int device, gpu_event_t **out)
@@ -696,6 +737,11 @@ fc_result_t gpu_reduce_async(void *d, const void *a, const void *b, size_t n, fc
 fc_result_t gpu_scale_async(void *d, const void *s, size_t n, fc_datatype_t dt, uint32_t v,
                             gpu_stream_t *st)
 { (void)d; (void)s; (void)n; (void)dt; (void)v; (void)st; NOCUDA; }
+fc_result_t gpu_fused_allreduce(int d, const void *s, void *r, void *t, volatile uint32_t *f,
+                                uint32_t q, int n, int k, size_t c, fc_datatype_t dt, fc_op_t op)
+{ (void)d; (void)s; (void)r; (void)t; (void)f; (void)q; (void)n; (void)k; (void)c; (void)dt;
+  (void)op; NOCUDA; }
+int gpu_device_mps(int d) { (void)d; return 0; }
 fc_result_t gpu_event_get(int d, gpu_event_t **o) { (void)d; (void)o; NOCUDA; }
 void gpu_event_put(gpu_event_t *e) { (void)e; }
 fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s) { (void)e; (void)s; NOCUDA; }

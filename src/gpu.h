@@ -52,6 +52,18 @@ fc_result_t gpu_reduce_async(void *dst, const void *a, const void *b, size_t n, 
 fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t dt,
                             uint32_t divisor, gpu_stream_t *s);
 
+/* The fused small allreduce (one block, on the legacy default stream, so
+ * after the caller's work there): copies send to tmp[0] and writes seq to
+ * flags[0]; waits for flags[1] == seq (~seq: gives up); reduces the n
+ * vectors of tmp (tmp[j]: rank rank+j mod n; its own from send) in rank
+ * order into recv, divides by n for FC_AVG; writes seq to flags[2]. tmp
+ * and flags: pinned host memory (gpu_host_alloc). See gpu_kernels.cu. */
+fc_result_t gpu_fused_allreduce(int device, const void *send, void *recv, void *tmp,
+                                volatile uint32_t *flags, uint32_t seq, int n, int rank,
+                                size_t count, fc_datatype_t dt, fc_op_t op);
+/* 1 when contexts on the device are shared through MPS. */
+int gpu_device_mps(int device);
+
 /* Events from a pool (created without timing); record on a stream, query. */
 fc_result_t gpu_event_get(int device, gpu_event_t **out);
 void gpu_event_put(gpu_event_t *e);

@@ -9,7 +9,7 @@
 // Compiled to a fatbin that is embedded in libfabcoll and loaded through
 // the driver API at run time (src/gpu.c), so the library needs no CUDA
 // runtime and runs where no GPU exists. Kernel names are extern "C":
-// fc_reduce_<type>_<op> and fc_scale_<type>.
+// fc_reduce_<type>_<op>, fc_scale_<type> and fc_fused_<type>_<op>.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -147,7 +147,79 @@ template <typename T> __device__ void scale(T *dst, const T *src, size_t n, uint
         dst[i] = scaler<T, is_int<T>::v>::f(src[i], d ? d : 1);
 }
 
+// A load that reads memory again each time (pinned host memory the host
+// writes while the kernel runs): as raw bits of the type's width.
+template <int N> struct bits;
+template <> struct bits<1> { typedef uint8_t u; };
+template <> struct bits<2> { typedef uint16_t u; };
+template <> struct bits<4> { typedef uint32_t u; };
+template <> struct bits<8> { typedef uint64_t u; };
+template <typename T> __device__ inline T vload(const T *p)
+{
+    typedef typename bits<sizeof(T)>::u U;
+    U u = *(const volatile U *)p;
+    T t;
+    memcpy(&t, &u, sizeof(T));
+    return t;
+}
+
+// The fused small allreduce (src/comm_gpu.c, coll/allreduce_gather.c), one
+// block. tmp: n vectors in pinned host memory, tmp[j] for rank rank+j mod
+// n. flags (pinned host): [0] the kernel writes seq once the own vector is
+// in tmp[0]; [1] the host writes seq when every other vector has arrived
+// (or ~seq: give up); [2] the kernel writes seq when recv holds the result.
+// The vectors are reduced in rank order, ((v0 op v1) op v2) ..., rounded
+// to the type after each step, like the host's reduction chain; div
+// (FC_AVG) divides at the end. No flags: return at once (warm-up launch).
+template <typename T, typename Op>
+__device__ void fused(const T *send, T *recv, T *tmp, volatile uint32_t *flags, uint32_t seq,
+                      int n, int rank, size_t count, uint32_t div)
+{
+    if (!flags)
+        return;
+    __shared__ int go;
+    for (size_t i = threadIdx.x; i < count; i += blockDim.x)
+        tmp[i] = send[i];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        flags[0] = seq;
+        uint32_t v;
+        while ((v = flags[1]) != seq && v != ~seq)
+            ;
+        go = v == seq;
+    }
+    __syncthreads();
+    if (!go)
+        return;
+    for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
+        T acc = rank == 0 ? send[i] : vload(tmp + (size_t)(n - rank) * count + i);
+        for (int j = 1; j < n; j++) {
+            T v = j == rank ? send[i] : vload(tmp + (size_t)((j - rank + n) % n) * count + i);
+            acc = apply<T, Op, is_int<T>::v>::f(acc, v);
+        }
+        recv[i] = div ? scaler<T, is_int<T>::v>::f(acc, div) : acc;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        flags[2] = seq;
+    }
+}
+
+#define FUSED(T, name, op)                                                                     \
+    extern "C" __global__ void fc_fused_##name##_##op(const T *s, T *r, T *t,                 \
+                                                      volatile uint32_t *f, uint32_t seq, int n, \
+                                                      int rank, size_t count, uint32_t div)    \
+    {                                                                                          \
+        fused<T, op_##op>(s, r, t, f, seq, n, rank, count, div);                               \
+    }
+
 #define KERNELS(T, name)                                                                       \
+    FUSED(T, name, sum)                                                                        \
+    FUSED(T, name, prod)                                                                       \
+    FUSED(T, name, min)                                                                        \
+    FUSED(T, name, max)                                                                        \
     extern "C" __global__ void fc_reduce_##name##_sum(T *d, const T *a, const T *b, size_t n)  \
     {                                                                                          \
         reduce<T, op_sum>(d, a, b, n);                                                         \
