@@ -228,25 +228,40 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
  * done, plus the launches. When the cost model picks gather (the
  * small-vector algorithm: raw vectors exchanged, one reduction at the end;
  * coll/allreduce_gather.c), one kernel does the GPU's part of the whole
- * call: it copies the vector into pinned host memory and tells the host,
- * spins until the host says the exchange is done, reduces the n vectors
- * (read in place from pinned memory) into recvbuf, and tells the host
- * again. The host runs gather's exchange alone on that pinned memory, on
- * the host transport: the same messages as the whole algorithm, so ranks
- * on host buffers, or on the usual device path, take part unchanged.
- * The kernel runs on the legacy default stream, after the caller's work
- * there, as the usual path orders itself. Blocking calls only; one at a
- * time per family (another thread's call meanwhile takes the usual path).
- * A failed exchange tells the kernel to give up (~seq), so it never spins
- * past the call. */
+ * call: it writes the vector into pinned host memory, spins until the
+ * other ranks' vectors are there, reduces the n vectors into recvbuf and
+ * tells the host. The vectors cross as 8-byte words of the call's seq and
+ * 4 bytes of data (NCCL's LL idea): a word is valid once its seq matches,
+ * so no flag, fence or second PCIe round trip is needed for either
+ * direction. The host runs gather's exchange alone on plain copies of the
+ * vectors, on the host transport: the same messages as the whole
+ * algorithm, so ranks on host buffers, or on the usual device path, take
+ * part unchanged.
+ * The kernel runs on the family's own stream, after the caller's work on
+ * the legacy default stream (an event), as the usual path orders itself;
+ * it never holds back other streams while it spins. Blocking calls only;
+ * one at a time per family (another thread's call meanwhile takes the
+ * usual path). A call that fails raises the abort watermark (flags[3]), so
+ * its kernel never spins past the call, and retires the fused path of the
+ * family: a failed exchange may leave receives into the pinned vectors. */
 #define FUSED_MAX ((size_t)32 << 10) /* n vectors, bytes */
-/* auto: a kernel that keeps waiting this long for the GPU (us, launch to
- * start plus go to done) in FUSED_SLOW_CALLS calls in a row shares it with
- * other contexts by time slices (a GPU shared without MPS: ~2.7 ms a call
- * against ~0.3 ms staged on an H200); the family then goes staged */
+/* auto: a kernel that keeps waiting this long (us) for the GPU, from launch
+ * to start plus from the host's go to its done, FUSED_SLOW_CALLS calls in a
+ * row, shares the GPU with other contexts by time slices (a GPU shared
+ * without MPS: ~2.7 ms a call against ~0.3 ms staged on an H200; one rank's
+ * kernel waits to start, the other's to finish, so both parts count); the
+ * family then goes staged. Calls launched behind the caller's own work on
+ * the legacy stream are not judged: their start waits for that work. */
 #define FUSED_SLOW_US 150.0
 #define FUSED_SLOW_CALLS 4
-#define FUSED_FLAGS 64               /* bytes of flags before the vectors */
+/* pinned memory: flags; this rank's vector as words of seq and 4 bytes of
+ * data (bytes <= FUSED_MAX / 2); the others' as words ((n - 1) * ceil(bytes
+ * / 4) <= (FUSED_MAX + 3 * 63) / 4, n <= 64); the exchange's n vectors */
+#define FUSED_FLAGS 64
+#define FUSED_OUT_WORDS (FUSED_MAX / 2 / 4)
+#define FUSED_IN_WORDS ((FUSED_MAX + 256) / 4)
+#define FUSED_MEM (FUSED_FLAGS + 8 * (FUSED_OUT_WORDS + FUSED_IN_WORDS) + FUSED_MAX)
+#define FUSED_FREE_WAIT 2.0          /* s: for a kernel still queued at the end */
 
 extern const struct coll_algo coll_allreduce_gather, coll_allreduce_gather_xchg;
 
@@ -256,30 +271,49 @@ struct fused {
     int busy;
     int slow;                /* calls in a row above FUSED_SLOW_US */
     uint32_t seq;
-    void *mem;               /* pinned: flags, then n vectors */
+    void *mem;               /* pinned: FUSED_MEM bytes */
+    gpu_stream_t *stream;    /* the kernels' */
+    gpu_event_t *ev;         /* orders them after the legacy stream */
 };
 
 void comm_fused_free(struct comm_shared *sh)
 {
-    if (!sh->fused)
+    struct fused *f = sh->fused;
+    if (!f)
         return;
-    gpu_host_free(sh->fused->mem);
-    free(sh->fused);
     sh->fused = NULL;
+    int idle = 1;
+    if (f->stream) {
+        /* a kernel of a failed call still queued (the GPU busy or stuck)
+         * returns when it runs, but must not find its memory gone */
+        double t0 = comm_now();
+        while ((idle = gpu_stream_idle(f->stream)) == 0 && comm_now() - t0 < FUSED_FREE_WAIT)
+            sched_yield();
+    }
+    if (idle != 1) {
+        FC_WARN(LOG_COLL, "the fused small allreduce's kernel on GPU %d is still queued after "
+                "%.0f s: its %zu bytes of pinned memory and its stream are left allocated",
+                f->device, FUSED_FREE_WAIT, (size_t)FUSED_MEM);
+    } else {
+        gpu_stream_destroy(f->stream);
+        gpu_host_free(f->mem);
+    }
+    gpu_event_put(f->ev);
+    free(f);
 }
 
-/* Waits until flags[i] == want, bounded by FC_TIMEOUT: spins, then lets
- * other ranks of the node run. */
+/* Waits until *flag == want, bounded by FC_TIMEOUT: spins, then lets other
+ * ranks of the node run. */
 static int fused_wait(struct fc_comm *c, volatile uint32_t *flag, uint32_t want)
 {
     double t0 = 0;
-    for (unsigned i = 0;; i++) {
+    for (unsigned i = 0;; i < 4096 ? i++ : 0) {
         if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
             return 1;
         if (i < 4096)
             continue;
         double now = comm_now();
-        if (i == 4096)
+        if (t0 == 0)
             t0 = now;
         else if (c->cfg.timeout > 0 && now - t0 > c->cfg.timeout)
             return 0;
@@ -287,12 +321,89 @@ static int fused_wait(struct fc_comm *c, volatile uint32_t *flag, uint32_t want)
     }
 }
 
+/* Waits until the nw words carry seq (bounded by FC_TIMEOUT, as fused_wait),
+ * then copies their data (4 bytes a word) to the bytes of dst. */
+static int fused_wait_words(struct fc_comm *c, const uint64_t *words, size_t nw, uint32_t seq,
+                            void *dst, size_t bytes)
+{
+    char *d = dst;
+    for (size_t w = 0; w < nw; w++) {
+        uint64_t v = __atomic_load_n(&words[w], __ATOMIC_ACQUIRE);
+        if ((uint32_t)(v >> 32) != seq) {
+            /* the word's upper half is a 32-bit flag of its own */
+            if (!fused_wait(c, (volatile uint32_t *)&words[w] + 1, seq))
+                return 0;
+            v = __atomic_load_n(&words[w], __ATOMIC_RELAXED);
+        }
+        const uint32_t x = (uint32_t)v;
+        if (4 * w + 4 <= bytes)
+            memcpy(d + 4 * w, &x, 4); /* a constant size: one store */
+        else
+            memcpy(d + 4 * w, &x, bytes - 4 * w);
+    }
+    return 1;
+}
+
+/* Writes the bytes of src as nw words of seq and 4 bytes of data. */
+static void fused_put_words(uint64_t *words, size_t nw, uint32_t seq, const void *src,
+                            size_t bytes)
+{
+    const char *p = src;
+    const uint64_t tag = (uint64_t)seq << 32;
+    for (size_t w = 0; w < nw; w++) {
+        uint32_t x = 0;
+        if (4 * w + 4 <= bytes)
+            memcpy(&x, p + 4 * w, 4);
+        else
+            memcpy(&x, p + 4 * w, bytes - 4 * w);
+        __atomic_store_n(&words[w], tag | x, __ATOMIC_RELAXED);
+    }
+}
+
+/* The family's fused state, made on first use; NULL when the fused path is
+ * not for this call (lock held). */
+static struct fused *fused_get(struct fc_comm *c, int dev)
+{
+    struct comm_shared *sh = c->sh;
+    struct fused *f = sh->fused;
+    if (!f && (f = calloc(1, sizeof(*f)))) {
+        f->device = dev;
+        f->mem = gpu_host_alloc(dev, FUSED_MEM);
+        if (f->mem)
+            memset(f->mem, 0, FUSED_MEM); /* no word carries a seq yet (seq 0 is skipped) */
+        f->use = f->mem && gpu_stream_create(dev, &f->stream) == FC_SUCCESS &&
+                 gpu_event_get(dev, &f->ev) == FC_SUCCESS;
+        if (f->use)
+            FC_INFO(LOG_COLL, "small device allreduces (up to %zu bytes over all ranks) run as "
+                    "one kernel on GPU %d around the exchange (FC_GPU_FUSED=%s%s)",
+                    FUSED_MAX, dev, c->cfg.gpu_fused == CFG_FUSED_ON ? "on" : "auto",
+                    gpu_device_mps(dev) ? ", MPS" : "");
+        else
+            FC_WARN(LOG_COLL, "the fused small allreduce has no pinned memory, stream or event "
+                    "on GPU %d (%s): small device allreduces take the usual staged path",
+                    dev, fc_last_error());
+        sh->fused = f;
+    }
+    return f && f->use && !f->busy && f->device == dev ? f : NULL;
+}
+
+/* The call failed after the launch: the kernel gives up, the family's fused
+ * path retires (receives of a failed exchange may still land in the
+ * vectors), the communicator breaks unless the call is to run staged. */
+static void fused_retire(struct fc_comm *c, struct fused *f, uint32_t seq)
+{
+    __atomic_store_n(&((volatile uint32_t *)f->mem)[3], seq, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&c->sh->lock);
+    f->use = 0;
+    pthread_mutex_unlock(&c->sh->lock);
+}
+
 int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                          void *recvbuf, fc_result_t *rc)
 {
     const size_t bytes = a->count * a->esize;
-    if (c->cfg.gpu_fused == CFG_FUSED_OFF || c->size < 2 || !bytes ||
-        bytes * (size_t)c->size > FUSED_MAX || c->broken != FC_SUCCESS)
+    if (c->cfg.gpu_fused == CFG_FUSED_OFF || c->size < 2 || c->size > 64 || !bytes ||
+        bytes > FUSED_MAX / (size_t)c->size || c->broken != FC_SUCCESS)
         return 0;
     struct gpu_ptr ps, pr;
     gpu_ptr_info(sendbuf, &ps);
@@ -306,48 +417,48 @@ int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const voi
     struct comm_shared *sh = c->sh;
     const int dev = ps.device;
     pthread_mutex_lock(&sh->lock);
-    struct fused *f = sh->fused;
-    if (!f && (f = calloc(1, sizeof(*f)))) {
-        f->device = dev;
-        f->mem = gpu_host_alloc(dev, FUSED_FLAGS + FUSED_MAX);
-        f->use = f->mem != NULL;
-        if (f->use)
-            FC_INFO(LOG_COLL, "small device allreduces (up to %zu bytes over all ranks) run as "
-                    "one kernel on GPU %d around the exchange (FC_GPU_FUSED=%s%s)",
-                    FUSED_MAX, dev, c->cfg.gpu_fused == CFG_FUSED_ON ? "on" : "auto",
-                    gpu_device_mps(dev) ? ", MPS" : "");
-        else
-            FC_WARN(LOG_COLL, "no pinned memory for the fused small allreduce: small device "
-                    "allreduces take the usual staged path");
-        sh->fused = f;
-    }
-    if (!f || !f->use || f->busy || f->device != dev) {
-        pthread_mutex_unlock(&sh->lock);
-        return 0;
-    }
-    f->busy = 1;
+    struct fused *f = fused_get(c, dev);
+    if (f)
+        f->busy = 1;
     pthread_mutex_unlock(&sh->lock);
+    if (!f)
+        return 0;
 
     volatile uint32_t *flags = (volatile uint32_t *)f->mem;
-    void *tmp = (char *)f->mem + FUSED_FLAGS;
-    const uint32_t seq = ++f->seq;
+    uint64_t *out = (uint64_t *)((char *)f->mem + FUSED_FLAGS), *in = out + FUSED_OUT_WORDS;
+    char *tmp = (char *)(in + FUSED_IN_WORDS);
+    const size_t W = (bytes + 3) / 4;
+    if (++f->seq == 0)
+        f->seq = 1; /* a word of zeros is never valid */
+    const uint32_t seq = f->seq;
+    __atomic_store_n(&flags[3], seq - 1, __ATOMIC_RELEASE); /* earlier kernels' watermark */
     double t_launch = comm_now();
-    *rc = gpu_fused_allreduce(dev, sendbuf, recvbuf, tmp, flags, seq, c->size, c->rank,
-                              a->count, a->dt, a->op);
-    if (*rc != FC_SUCCESS)
-        goto out; /* the peers will miss this rank's vector: the communicator breaks */
+    int fused = 1, queued = 0;
+    *rc = gpu_fused_allreduce(f->stream, f->ev, sendbuf, recvbuf, out, in, flags, seq, c->size,
+                              c->rank, a->count, a->dt, a->op,
+                              c->cfg.gpu_fused == CFG_FUSED_AUTO ? &queued : NULL);
+    const double t_launched = comm_now();
+    if (*rc != FC_SUCCESS) {
+        /* nothing sent yet: this call and the later ones run staged */
+        FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
+                fc_last_error());
+        fused_retire(c, f, seq);
+        *rc = FC_SUCCESS;
+        fused = 0;
+        goto out;
+    }
     struct fc_request *r = NULL;
     uint64_t tb;
     *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL, tmp,
                           &r, &tb);
     if (*rc != FC_SUCCESS)
         goto give_up;
-    if (!fused_wait(c, &flags[0], seq)) {
+    if (!fused_wait_words(c, out, W, seq, tmp, bytes)) {
         comm_request_free(r);
         *rc = FC_ERR(FC_ERR_TIMEOUT,
                      "allreduce #%llu: the fused kernel on GPU %d did not start within %.0f s "
-                     "(FC_TIMEOUT): the GPU is busy with earlier work on the default stream, or "
-                     "shared by other processes without MPS (FC_GPU_FUSED=off avoids the kernel)",
+                     "(FC_TIMEOUT): the GPU is busy with earlier work, or shared by other "
+                     "processes without MPS (FC_GPU_FUSED=off avoids the kernel)",
                      (unsigned long long)(c->seq - 1), dev, c->cfg.timeout);
         goto give_up;
     }
@@ -358,33 +469,43 @@ int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const voi
     if (*rc != FC_SUCCESS)
         goto give_up;
     double t_go = comm_now();
-    __atomic_store_n(&flags[1], seq, __ATOMIC_RELEASE);
+    for (int j = 1; j < c->size; j++) /* each vector from a word of its own */
+        fused_put_words(in + (size_t)(j - 1) * W, W, seq, tmp + (size_t)j * bytes, bytes);
     if (!fused_wait(c, &flags[2], seq)) {
         *rc = FC_ERR(FC_ERR_TIMEOUT,
                      "allreduce #%llu: the fused kernel on GPU %d did not finish its reduction "
                      "within %.0f s (FC_TIMEOUT)",
                      (unsigned long long)(c->seq - 1), dev, c->cfg.timeout);
-        goto out;
+        goto give_up;
     }
-    double gpu_us = (t_started - t_launch + comm_now() - t_go) * 1e6;
-    f->slow = gpu_us > FUSED_SLOW_US ? f->slow + 1 : 0;
+    double t_end = comm_now();
+    FC_TRACE(LOG_COLL, "allreduce #%llu (fused, %zu x %s): launch %.1f us, vector out after "
+             "%.1f us, exchange %.1f us, reduction seen %.1f us after the exchange",
+             (unsigned long long)(c->seq - 1), a->count, reduce_dt_name(a->dt),
+             (t_launched - t_launch) * 1e6, (t_started - t_launch) * 1e6,
+             (t_go - t_started) * 1e6, (t_end - t_go) * 1e6);
+    const double gpu_us = (t_started - t_launch + t_end - t_go) * 1e6;
+    if (!queued)
+        f->slow = gpu_us > FUSED_SLOW_US ? f->slow + 1 : 0;
     if (f->slow >= FUSED_SLOW_CALLS && c->cfg.gpu_fused == CFG_FUSED_AUTO) {
+        pthread_mutex_lock(&sh->lock);
         f->use = 0;
-        FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU %d in %d "
+        pthread_mutex_unlock(&sh->lock);
+        FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU %d, %d "
                 "calls in a row (a GPU shared by processes without MPS?): small device "
-                "allreduces take the staged path from now on (FC_GPU_FUSED=on keeps the kernel)",
-                gpu_us, dev, FUSED_SLOW_CALLS);
+                "allreduces take the staged path from now on (FC_GPU_FUSED=on keeps the "
+                "kernel)", gpu_us, dev, FUSED_SLOW_CALLS);
     }
     goto out;
 give_up:
-    __atomic_store_n(&flags[1], ~seq, __ATOMIC_RELEASE); /* the kernel returns */
-out:
-    if (*rc != FC_SUCCESS && c->broken == FC_SUCCESS) {
+    fused_retire(c, f, seq);
+    if (c->broken == FC_SUCCESS) {
         c->broken = *rc;
         snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
     }
+out:
     pthread_mutex_lock(&sh->lock);
     f->busy = 0;
     pthread_mutex_unlock(&sh->lock);
-    return 1;
+    return fused;
 }

@@ -44,6 +44,7 @@ extern const size_t fc_gpu_fatbin_len;
     X(cuStreamCreate, CUresult, (CUstream *, unsigned))                                        \
     X(cuStreamDestroy_v2, CUresult, (CUstream))                                                \
     X(cuStreamSynchronize, CUresult, (CUstream))                                               \
+    X(cuStreamQuery, CUresult, (CUstream))                                                     \
     X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))                              \
     X(cuStreamWaitValue32_v2, CUresult, (CUstream, CUdeviceptr, cuuint32_t, unsigned))         \
     X(cuLaunchHostFunc, CUresult, (CUstream, CUhostFn, void *))                                \
@@ -198,7 +199,7 @@ static fc_result_t device_init(int d)
                 uint32_t one = 1;
                 int zi = 0;
                 void *ra[] = {&z, &z, &z, &zn}, *sa[] = {&z, &z, &zn, &one};
-                void *fa[] = {&z, &z, &z, &z, &one, &zi, &zi, &zn, &one}; /* no flags: returns */
+                void *fa[] = {&z, &z, &z, &z, &z, &one, &zi, &zi, &zn, &one}; /* no flags */
                 for (int o = 0; lr == CUDA_SUCCESS && o < 4; o++) {
                     lr = cu.cuLaunchKernel(cu.red[d][t][o], 1, 1, 1, 32, 1, 1, 0, warm, ra, NULL);
                     if (lr == CUDA_SUCCESS)
@@ -407,35 +408,69 @@ fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t 
     return FC_SUCCESS;
 }
 
-fc_result_t gpu_fused_allreduce(int device, const void *send, void *recv, void *tmp,
-                                volatile uint32_t *flags, uint32_t seq, int n, int rank,
-                                size_t count, fc_datatype_t dt, fc_op_t op)
+fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, const void *send, void *recv,
+                                uint64_t *out, const uint64_t *in, volatile uint32_t *flags,
+                                uint32_t seq, int n, int rank, size_t count, fc_datatype_t dt,
+                                fc_op_t op, int *queued)
 {
+    const int device = s->device;
     int o = op == FC_AVG ? FC_SUM : (int)op;
     fc_result_t rc = ctx_push(device);
     if (rc != FC_SUCCESS)
         return rc;
     CUdeviceptr ps = (CUdeviceptr)(uintptr_t)send, pr = (CUdeviceptr)(uintptr_t)recv,
-                pt = (CUdeviceptr)(uintptr_t)tmp, pf = (CUdeviceptr)(uintptr_t)flags;
+                po = (CUdeviceptr)(uintptr_t)out, pi = (CUdeviceptr)(uintptr_t)in,
+                pf = (CUdeviceptr)(uintptr_t)flags;
     uint32_t sq = seq, div = op == FC_AVG ? (uint32_t)n : 0;
     size_t cnt = count;
-    void *args[] = {&ps, &pr, &pt, &pf, &sq, &n, &rank, &cnt, &div};
-    CUresult r = cu.cuLaunchKernel(cu.fus[device][dt][o], 1, 1, 1, 256, 1, 1, 0, CU_STREAM_LEGACY,
-                                   args, NULL);
+    void *args[] = {&ps, &pr, &po, &pi, &pf, &sq, &n, &rank, &cnt, &div};
+    /* after the caller's work on the legacy stream, on our own stream: a
+     * kernel that spins must not hold back later work of other threads
+     * (another communicator's kernel among it). Nothing queued there (the
+     * usual case in a loop of calls): nothing to wait for. */
+    const char *what = "cuStreamQuery on the legacy default stream";
+    CUresult r = cu.cuStreamQuery(CU_STREAM_LEGACY);
+    if (queued)
+        *queued = r != CUDA_SUCCESS;
+    if (r == CUDA_ERROR_NOT_READY) {
+        what = "cuEventRecord on the legacy default stream";
+        r = cu.cuEventRecord(ev->e, CU_STREAM_LEGACY);
+        if (r == CUDA_SUCCESS) {
+            what = "cuStreamWaitEvent";
+            r = cu.cuStreamWaitEvent(s->s, ev->e, 0);
+        }
+    }
+    if (r == CUDA_SUCCESS) {
+        what = "cuLaunchKernel";
+        r = cu.cuLaunchKernel(cu.fus[device][dt][o], 1, 1, 1, 1024, 1, 1, 0, s->s, args, NULL);
+    }
     if (r != CUDA_SUCCESS)
-        rc = FC_ERR(FC_ERR_CUDA, "launching the fused %s %s allreduce kernel failed: %s",
-                    dt_names[dt], op_names[o], cu_err(r));
+        rc = FC_ERR(FC_ERR_CUDA, "launching the fused %s %s allreduce kernel on GPU %d: %s "
+                    "failed: %s", dt_names[dt], op_names[o], device, what, cu_err(r));
     ctx_pop();
     return rc;
 }
+
+int gpu_stream_idle(gpu_stream_t *s)
+{
+    if (ctx_push(s->device) != FC_SUCCESS)
+        return -1;
+    CUresult r = cu.cuStreamQuery(s->s);
+    ctx_pop();
+    return r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : -1;
+}
+
+/* CU_DEVICE_ATTRIBUTE_MPS_ENABLED by number: headers before CUDA 12.4 lack
+ * the name, and older drivers answer CUDA_ERROR_INVALID_VALUE */
+#define FC_CU_ATTR_MPS_ENABLED ((CUdevice_attribute)133)
 
 int gpu_device_mps(int device)
 {
     CUdevice dev;
     int v = 0;
     if (device_init(device) != FC_SUCCESS || cu.cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
-        cu.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev) != CUDA_SUCCESS)
-        return 0;
+        cu.cuDeviceGetAttribute(&v, FC_CU_ATTR_MPS_ENABLED, dev) != CUDA_SUCCESS)
+        return 0; /* older drivers do not know the attribute */
     return v;
 }
 
@@ -737,10 +772,12 @@ fc_result_t gpu_reduce_async(void *d, const void *a, const void *b, size_t n, fc
 fc_result_t gpu_scale_async(void *d, const void *s, size_t n, fc_datatype_t dt, uint32_t v,
                             gpu_stream_t *st)
 { (void)d; (void)s; (void)n; (void)dt; (void)v; (void)st; NOCUDA; }
-fc_result_t gpu_fused_allreduce(int d, const void *s, void *r, void *t, volatile uint32_t *f,
-                                uint32_t q, int n, int k, size_t c, fc_datatype_t dt, fc_op_t op)
-{ (void)d; (void)s; (void)r; (void)t; (void)f; (void)q; (void)n; (void)k; (void)c; (void)dt;
-  (void)op; NOCUDA; }
+fc_result_t gpu_fused_allreduce(gpu_stream_t *st, gpu_event_t *e, const void *s, void *r,
+                                uint64_t *o, const uint64_t *i, volatile uint32_t *f, uint32_t q,
+                                int n, int k, size_t c, fc_datatype_t dt, fc_op_t op, int *w)
+{ (void)st; (void)e; (void)s; (void)r; (void)o; (void)i; (void)f; (void)q; (void)n; (void)k;
+  (void)c; (void)dt; (void)op; (void)w; NOCUDA; }
+int gpu_stream_idle(gpu_stream_t *s) { (void)s; return -1; }
 int gpu_device_mps(int d) { (void)d; return 0; }
 fc_result_t gpu_event_get(int d, gpu_event_t **o) { (void)d; (void)o; NOCUDA; }
 void gpu_event_put(gpu_event_t *e) { (void)e; }

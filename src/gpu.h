@@ -52,15 +52,23 @@ fc_result_t gpu_reduce_async(void *dst, const void *a, const void *b, size_t n, 
 fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t dt,
                             uint32_t divisor, gpu_stream_t *s);
 
-/* The fused small allreduce (one block, on the legacy default stream, so
- * after the caller's work there): copies send to tmp[0] and writes seq to
- * flags[0]; waits for flags[1] == seq (~seq: gives up); reduces the n
- * vectors of tmp (tmp[j]: rank rank+j mod n; its own from send) in rank
- * order into recv, divides by n for FC_AVG; writes seq to flags[2]. tmp
- * and flags: pinned host memory (gpu_host_alloc). See gpu_kernels.cu. */
-fc_result_t gpu_fused_allreduce(int device, const void *send, void *recv, void *tmp,
-                                volatile uint32_t *flags, uint32_t seq, int n, int rank,
-                                size_t count, fc_datatype_t dt, fc_op_t op);
+/* The fused small allreduce, one block on stream s, ordered after the
+ * caller's work on the legacy default stream (through ev, a pooled event
+ * of the same device, when work is queued there): writes send to out as
+ * W = ceil(bytes / 4) words of (seq << 32 | 4 bytes of data); waits for
+ * the (n - 1) * W words of in (vector j - 1: rank rank + j mod n's) to
+ * carry seq, or gives up once (int32_t)(flags[3] - seq) >= 0 (the host's
+ * abort watermark); reduces the n vectors in rank order into recv,
+ * divides by n for FC_AVG; writes seq to flags[2]. out, in and flags:
+ * pinned host memory (gpu_host_alloc); (n - 1) * W * 4 <= 33 KiB. queued
+ * (may be NULL): set to 1 when the legacy stream still had work at the
+ * launch. See gpu_kernels.cu. */
+fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, const void *send, void *recv,
+                                uint64_t *out, const uint64_t *in, volatile uint32_t *flags,
+                                uint32_t seq, int n, int rank, size_t count, fc_datatype_t dt,
+                                fc_op_t op, int *queued);
+/* 1 when everything queued on s is done, 0 while not, -1 on a CUDA error. */
+int gpu_stream_idle(gpu_stream_t *s);
 /* 1 when contexts on the device are shared through MPS. */
 int gpu_device_mps(int device);
 

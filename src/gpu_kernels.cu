@@ -147,57 +147,75 @@ template <typename T> __device__ void scale(T *dst, const T *src, size_t n, uint
         dst[i] = scaler<T, is_int<T>::v>::f(src[i], d ? d : 1);
 }
 
-// A load that reads memory again each time (pinned host memory the host
-// writes while the kernel runs): as raw bits of the type's width.
-template <int N> struct bits;
-template <> struct bits<1> { typedef uint8_t u; };
-template <> struct bits<2> { typedef uint16_t u; };
-template <> struct bits<4> { typedef uint32_t u; };
-template <> struct bits<8> { typedef uint64_t u; };
-template <typename T> __device__ inline T vload(const T *p)
+// The fused small allreduce (src/comm_gpu.c, coll/allreduce_gather.c), one
+// block. Vectors cross PCIe in pinned host memory as 8-byte words that
+// carry 4 bytes of data and the call's seq (NCCL's LL idea): a word is
+// valid once its seq matches, so neither side needs a flag write, a fence
+// or a second read for it. out: this rank's vector (W words, W = bytes/4
+// rounded up); in: the n-1 other vectors as the host received them, in
+// the order of the exchange (vector j-1 is rank rank+j mod n's). flags
+// (pinned host): [2] the kernel writes seq when recv holds the result; [3]
+// the host's abort watermark: the kernel gives up once (int32_t)(flags[3]
+// - seq) >= 0 (the host writes seq - 1 before a launch, seq when the call
+// fails, so a kernel left over from a failed call returns whenever it
+// runs). The vectors are reduced in rank order, ((v0 op v1) op v2) ...,
+// rounded to the type after each step, like the host's reduction chain;
+// div (FC_AVG) divides at the end. No flags: return at once (warm-up).
+#define FUSED_SMEM (33 << 10) // (n-1) * W * 4 bytes at most (comm_gpu.c)
+// element i of rank r's vector: this rank's from send, the others' from
+// the exchange's order in peers (vector j - 1 for rank rank + j mod n)
+template <typename T>
+__device__ inline T peer_or_own(const T *send, const uint32_t *peers, size_t W, int r, int n,
+                                int rank, size_t i)
 {
-    typedef typename bits<sizeof(T)>::u U;
-    U u = *(const volatile U *)p;
-    T t;
-    memcpy(&t, &u, sizeof(T));
-    return t;
+    if (r == rank)
+        return send[i];
+    return ((const T *)(peers + (size_t)((r - rank + n) % n - 1) * W))[i];
 }
 
-// The fused small allreduce (src/comm_gpu.c, coll/allreduce_gather.c), one
-// block. tmp: n vectors in pinned host memory, tmp[j] for rank rank+j mod
-// n. flags (pinned host): [0] the kernel writes seq once the own vector is
-// in tmp[0]; [1] the host writes seq when every other vector has arrived
-// (or ~seq: give up); [2] the kernel writes seq when recv holds the result.
-// The vectors are reduced in rank order, ((v0 op v1) op v2) ..., rounded
-// to the type after each step, like the host's reduction chain; div
-// (FC_AVG) divides at the end. No flags: return at once (warm-up launch).
 template <typename T, typename Op>
-__device__ void fused(const T *send, T *recv, T *tmp, volatile uint32_t *flags, uint32_t seq,
-                      int n, int rank, size_t count, uint32_t div)
+__device__ void fused(const T *send, T *recv, uint64_t *out, const uint64_t *in,
+                      volatile uint32_t *flags, uint32_t seq, int n, int rank, size_t count,
+                      uint32_t div)
 {
     if (!flags)
         return;
-    __shared__ int go;
-    for (size_t i = threadIdx.x; i < count; i += blockDim.x)
-        tmp[i] = send[i];
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        flags[0] = seq;
-        uint32_t v;
-        while ((v = flags[1]) != seq && v != ~seq)
-            ;
-        go = v == seq;
+    __shared__ uint32_t peers[FUSED_SMEM / 4];
+    __shared__ int stop;
+    const size_t bytes = count * sizeof(T), W = (bytes + 3) / 4;
+    const uint8_t *sb = (const uint8_t *)send;
+    if (threadIdx.x == 0)
+        stop = 0;
+    const bool aligned = ((uintptr_t)send & 3) == 0;
+    for (size_t w = threadIdx.x; w < W; w += blockDim.x) {
+        uint32_t d = 0;
+        if (aligned && 4 * w + 4 <= bytes)
+            d = ((const uint32_t *)send)[w];
+        else
+            for (int k = 0; k < 4 && 4 * w + k < bytes; k++)
+                d |= (uint32_t)sb[4 * w + k] << (8 * k);
+        *(volatile uint64_t *)(out + w) = (uint64_t)seq << 32 | d;
     }
     __syncthreads();
-    if (!go)
+    for (size_t w = threadIdx.x; w < (size_t)(n - 1) * W; w += blockDim.x) {
+        uint64_t v;
+        for (unsigned spin = 1; ((v = *(const volatile uint64_t *)(in + w)) >> 32) != seq;
+             spin++) {
+            if (spin % 1024 == 0 &&
+                (*(volatile int *)&stop || (int32_t)(flags[3] - seq) >= 0)) {
+                stop = 1;
+                break;
+            }
+        }
+        peers[w] = (uint32_t)v;
+    }
+    __syncthreads();
+    if (stop)
         return;
     for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
-        T acc = rank == 0 ? send[i] : vload(tmp + (size_t)(n - rank) * count + i);
-        for (int j = 1; j < n; j++) {
-            T v = j == rank ? send[i] : vload(tmp + (size_t)((j - rank + n) % n) * count + i);
-            acc = apply<T, Op, is_int<T>::v>::f(acc, v);
-        }
+        T acc = peer_or_own(send, peers, W, 0, n, rank, i);
+        for (int r = 1; r < n; r++)
+            acc = apply<T, Op, is_int<T>::v>::f(acc, peer_or_own(send, peers, W, r, n, rank, i));
         recv[i] = div ? scaler<T, is_int<T>::v>::f(acc, div) : acc;
     }
     __syncthreads();
@@ -208,11 +226,12 @@ __device__ void fused(const T *send, T *recv, T *tmp, volatile uint32_t *flags, 
 }
 
 #define FUSED(T, name, op)                                                                     \
-    extern "C" __global__ void fc_fused_##name##_##op(const T *s, T *r, T *t,                 \
-                                                      volatile uint32_t *f, uint32_t seq, int n, \
-                                                      int rank, size_t count, uint32_t div)    \
+    extern "C" __global__ void __launch_bounds__(1024)                                         \
+        fc_fused_##name##_##op(const T *s, T *r, uint64_t *o, const uint64_t *in,              \
+                               volatile uint32_t *f, uint32_t seq, int n, int rank,           \
+                               size_t count, uint32_t div)                                     \
     {                                                                                          \
-        fused<T, op_##op>(s, r, t, f, seq, n, rank, count, div);                               \
+        fused<T, op_##op>(s, r, o, in, f, seq, n, rank, count, div);                           \
     }
 
 #define KERNELS(T, name)                                                                       \

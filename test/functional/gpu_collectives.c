@@ -216,28 +216,30 @@ int main(void)
      * small ones run fused on the device ranks (gather's exchange alone
      * around one kernel) and the whole gather algorithm on the host ranks;
      * the messages must agree */
-    static const size_t small[] = {1, 5, 1024};
+    static const size_t small[] = {1, 3, 5, 1024};
     static const fc_op_t sops[] = {FC_SUM, FC_MAX, FC_AVG};
-    static const fc_datatype_t sdts[] = {FC_FLOAT32, FC_INT32, FC_FLOAT16};
-    for (int ci = 0; ci < 3 && !only_stream; ci++)
-        for (int oi = 0; oi < 3; oi++)
-            for (int di = 0; di < 3; di++) {
-                size_t cnt = small[ci], es = fc_datatype_size(sdts[di]);
-                prepare(AR, cnt, sdts[di], sops[oi], 0);
-                int on_device = t.rank % 2 == 0;
-                if (on_device) {
-                    gu_to_device(d_a, h_in, cnt * es);
-                    gu_memset(d_b, 0x7b, cnt * es);
-                    FT_OK(&t, fc_allreduce(d_a, d_b, cnt, sdts[di], sops[oi], t.comm));
-                    gu_to_host(h_out, d_b, cnt * es);
-                } else {
-                    memset(h_out, 0x7b, cnt * es);
-                    FT_OK(&t, fc_allreduce(h_in, h_out, cnt, sdts[di], sops[oi], t.comm));
+    static const fc_datatype_t sdts[] = {FC_FLOAT32, FC_INT32, FC_FLOAT16, FC_INT8, FC_FLOAT64};
+    for (int all = 0; all < 2 && !only_stream; all++) /* then every rank on device buffers */
+        for (int ci = 0; ci < 4; ci++)
+            for (int oi = 0; oi < 3; oi++)
+                for (int di = 0; di < 5; di++) {
+                    size_t cnt = small[ci], es = fc_datatype_size(sdts[di]);
+                    prepare(AR, cnt, sdts[di], sops[oi], 0);
+                    int on_device = all || t.rank % 2 == 0;
+                    if (on_device) {
+                        gu_to_device(d_a, h_in, cnt * es);
+                        gu_memset(d_b, 0x7b, cnt * es);
+                        FT_OK(&t, fc_allreduce(d_a, d_b, cnt, sdts[di], sops[oi], t.comm));
+                        gu_to_host(h_out, d_b, cnt * es);
+                    } else {
+                        memset(h_out, 0x7b, cnt * es);
+                        FT_OK(&t, fc_allreduce(h_in, h_out, cnt, sdts[di], sops[oi], t.comm));
+                    }
+                    verify(AR, cnt, sdts[di], sops[oi], 0, 0,
+                           all ? "small, device buffers on every rank"
+                           : on_device ? "device buffers here, host buffers on odd ranks"
+                                       : "host buffers here, device buffers on even ranks");
                 }
-                verify(AR, cnt, sdts[di], sops[oi], 0, 0,
-                       on_device ? "device buffers here, host buffers on odd ranks"
-                                 : "host buffers here, device buffers on even ranks");
-            }
 
     /* point to point with device buffers */
     if (t.size > 1 && t.rank < 2 && !only_stream) {
