@@ -131,7 +131,7 @@ const struct coll_algo coll_allreduce_gather = {
 
 /* Not in the table (FC_ALGO cannot pick it): comm_gpu.c's exchange. */
 const struct coll_algo coll_allreduce_gather_xchg = {
-    .name = "gather-xchg",
+    .name = "gather-fused",
     .kind = COLL_ALLREDUCE,
     .check = check,
     .build = build_xchg,
