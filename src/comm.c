@@ -518,9 +518,18 @@ static void comm_free(struct fc_comm *c)
 }
 
 /* Progress thread: drives running requests while the application computes. */
+/* Stream-ordered work in flight: after anything changes (an operation
+ * queued, started or finished), the progress thread polls with yields for
+ * this long before it naps on the fabric (a nap is 0.2-1 ms: a small
+ * stream-ordered collective takes ~20 us). */
+#define STREAM_HOT_S 0.002
+
 void *comm_progress_main(void *arg)
 {
     struct comm_shared *sh = arg;
+    double hot_until = 0;
+    const struct fc_request *head = NULL;
+    int nstream = -1;
     pthread_mutex_lock(&sh->lock);
     while (!sh->thread_stop) {
         if (!sh->active && !sh->stream_q) {
@@ -528,8 +537,25 @@ void *comm_progress_main(void *arg)
             continue;
         }
         comm_progress_locked(sh);
+        if (!sh->active && !sh->stream_q)
+            continue; /* nothing left: wait for the signal of the next call, not a nap */
+        int hot = 0;
+        if (sh->stream_active) {
+            double now = comm_now();
+            if (sh->stream_q != head || sh->stream_active != nstream) {
+                head = sh->stream_q;
+                nstream = sh->stream_active;
+                hot_until = now + STREAM_HOT_S;
+            }
+            hot = now < hot_until;
+        } else {
+            nstream = -1;
+        }
         pthread_mutex_unlock(&sh->lock);
-        sh->ptp->ops->wait(sh->ptp, 200);
+        if (hot)
+            sched_yield();
+        else
+            sh->ptp->ops->wait(sh->ptp, 200);
         pthread_mutex_lock(&sh->lock);
     }
     pthread_mutex_unlock(&sh->lock);

@@ -111,6 +111,7 @@ struct fc_request {
     void *stream;              /* the caller's CUDA stream */
     struct gpu_event *ready;   /* recorded on it: the work before us is done */
     uint32_t flag_value;       /* written to the family's flag when done */
+    uint32_t fused;            /* the fused kernel's seq on the stream (0: not fused) */
     uint64_t tagbase;
     void *sendbuf, *recvbuf;
 };

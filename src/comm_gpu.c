@@ -90,6 +90,9 @@ fc_result_t comm_order_after_caller(struct fc_comm *c, struct fc_request *r)
     return rc;
 }
 
+static int fused_stream_ready(struct fc_request *r);
+static void fused_stream_done(struct fc_request *r);
+
 /* Publishes finished operation numbers, in order. Lock held. */
 static void publish(struct comm_shared *sh, uint32_t value)
 {
@@ -111,6 +114,9 @@ void comm_stream_finished(struct fc_request *r)
                  comm_request_desc(r), r->s.errmsg);
         FC_WARN(LOG_COLL, "%s", c->brokenmsg);
     }
+    if (r->fused)
+        fused_stream_done(r);
+    FC_TRACE(LOG_COLL, "%s: finished (stream-ordered)", comm_request_desc(r));
     publish(sh, r->flag_value);
     gpu_event_put(r->ready);
     r->ready = NULL;
@@ -127,7 +133,7 @@ void comm_stream_start_ready(struct comm_shared *sh)
 {
     while (sh->stream_q) {
         struct fc_request *r = sh->stream_q;
-        int d = gpu_event_done(r->ready);
+        int d = r->fused ? fused_stream_ready(r) : gpu_event_done(r->ready);
         if (d == 0)
             return;
         sh->stream_q = r->next;
@@ -147,41 +153,21 @@ void comm_stream_start_ready(struct comm_shared *sh)
             r->done = 1;
             r->result = rc;
             comm_stream_finished(r);
+        } else {
+            FC_TRACE(LOG_COLL, "%s: started (stream-ordered, the stream's earlier work done)",
+                     comm_request_desc(r));
         }
     }
 }
 
-fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
-                                   const void *sendbuf, void *recvbuf, void *stream)
+/* Queues a built stream-ordered request for the progress thread (started
+ * on first use), in order; *v: the flag value it publishes when done. */
+static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, int dev, uint32_t *v)
 {
-    const char *why;
-    if (!gpu_available(&why))
-        return FC_ERR(FC_ERR_UNSUPPORTED, "stream-ordered collectives need CUDA: %s", why);
-    if (c->broken != FC_SUCCESS)
-        return FC_ERR_QUIET(c->broken, "an earlier operation on this communicator failed: %s",
-                            c->brokenmsg);
-    struct fc_request *r;
-    uint64_t tb;
-    fc_result_t rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
-    if (rc != FC_SUCCESS)
-        return rc;
-    if (!r->tp && a->count > 0) {
-        comm_request_free(r);
-        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
-                      "stream-ordered collectives take device buffers; these are host memory "
-                      "(use the plain call)");
-    }
     struct comm_shared *sh = c->sh;
-    int dev = c->gpu_device >= 0 ? c->gpu_device : 0;
-    r->stream = stream;
-    r->tagbase = tb;
-    r->sendbuf = (void *)sendbuf;
-    r->recvbuf = recvbuf;
-    rc = gpu_event_get(dev, &r->ready);
-    if (rc == FC_SUCCESS)
-        rc = gpu_event_record_raw(r->ready, stream);
+    fc_result_t rc = FC_SUCCESS;
     pthread_mutex_lock(&sh->lock);
-    if (rc == FC_SUCCESS && !sh->flag) {
+    if (!sh->flag) {
         sh->flag = gpu_host_alloc(dev, 64);
         sh->flag_fin = calloc(FLAG_RING, 1);
         if (!sh->flag || !sh->flag_fin)
@@ -202,11 +188,9 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     }
     if (rc != FC_SUCCESS) {
         pthread_mutex_unlock(&sh->lock);
-        gpu_event_put(r->ready);
-        comm_request_free(r);
         return rc;
     }
-    r->flag_value = ++sh->flag_next;
+    r->flag_value = *v = ++sh->flag_next;
     r->next = NULL;
     if (sh->stream_q_tail)
         sh->stream_q_tail->next = r;
@@ -214,11 +198,55 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
         sh->stream_q = r;
     sh->stream_q_tail = r;
     sh->stream_active++;
-    uint32_t v = r->flag_value;
     pthread_cond_signal(&sh->cond);
     pthread_mutex_unlock(&sh->lock);
+    return FC_SUCCESS;
+}
+
+static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                        void *recvbuf, void *stream, fc_result_t *rc);
+
+fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
+                                   const void *sendbuf, void *recvbuf, void *stream)
+{
+    const char *why;
+    if (!gpu_available(&why))
+        return FC_ERR(FC_ERR_UNSUPPORTED, "stream-ordered collectives need CUDA: %s", why);
+    if (c->broken != FC_SUCCESS)
+        return FC_ERR_QUIET(c->broken, "an earlier operation on this communicator failed: %s",
+                            c->brokenmsg);
+    fc_result_t rc;
+    if (a->kind == COLL_ALLREDUCE && fused_stream(c, a, sendbuf, recvbuf, stream, &rc))
+        return rc;
+    struct fc_request *r;
+    uint64_t tb;
+    rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
+    if (rc != FC_SUCCESS)
+        return rc;
+    if (!r->tp && a->count > 0) {
+        comm_request_free(r);
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "stream-ordered collectives take device buffers; these are host memory "
+                      "(use the plain call)");
+    }
+    int dev = c->gpu_device >= 0 ? c->gpu_device : 0;
+    r->stream = stream;
+    r->tagbase = tb;
+    r->sendbuf = (void *)sendbuf;
+    r->recvbuf = recvbuf;
+    rc = gpu_event_get(dev, &r->ready);
+    if (rc == FC_SUCCESS)
+        rc = gpu_event_record_raw(r->ready, stream);
+    uint32_t v = 0;
+    if (rc == FC_SUCCESS)
+        rc = stream_enqueue(c, r, dev, &v);
+    if (rc != FC_SUCCESS) {
+        gpu_event_put(r->ready);
+        comm_request_free(r);
+        return rc;
+    }
     /* later work on the stream waits for this operation */
-    return gpu_stream_wait_flag(dev, stream, sh->flag, v);
+    return gpu_stream_wait_flag(dev, stream, c->sh->flag, v);
 }
 
 /* ---- the fused small allreduce ---------------------------------------------
@@ -271,6 +299,7 @@ struct fused {
     int busy;
     int slow;                /* calls in a row above FUSED_SLOW_US */
     uint32_t seq;
+    uint32_t pending;        /* a stream-ordered call's seq: busy until its kernel is done */
     void *mem;               /* pinned: FUSED_MEM bytes */
     gpu_stream_t *stream;    /* the kernels' */
     gpu_event_t *ev;         /* orders them after the legacy stream */
@@ -283,12 +312,19 @@ void comm_fused_free(struct comm_shared *sh)
         return;
     sh->fused = NULL;
     int idle = 1;
+    volatile uint32_t *flags = f->mem;
     if (f->stream) {
         /* a kernel of a failed call still queued (the GPU busy or stuck)
-         * returns when it runs, but must not find its memory gone */
+         * returns when it runs, but must not find its memory gone; so must
+         * a stream-ordered call's, on the caller's stream */
         double t0 = comm_now();
-        while ((idle = gpu_stream_idle(f->stream)) == 0 && comm_now() - t0 < FUSED_FREE_WAIT)
+        while (((idle = gpu_stream_idle(f->stream)) == 0 ||
+                (idle == 1 && f->pending && flags[2] != f->pending &&
+                 (int32_t)(flags[3] - f->pending) < 0)) &&
+               comm_now() - t0 < FUSED_FREE_WAIT)
             sched_yield();
+        if (idle == 1 && f->pending && flags[2] != f->pending && (int32_t)(flags[3] - f->pending) < 0)
+            idle = 0;
     }
     if (idle != 1) {
         FC_WARN(LOG_COLL, "the fused small allreduce's kernel on GPU %d is still queued after "
@@ -398,44 +434,68 @@ static void fused_retire(struct fc_comm *c, struct fused *f, uint32_t seq)
     pthread_mutex_unlock(&c->sh->lock);
 }
 
-int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                         void *recvbuf, fc_result_t *rc)
+/* The family's fused state for this call, marked busy, or NULL when the
+ * call is not for the fused path (too big, not device buffers of one GPU,
+ * another algorithm, off, busy). */
+static struct fused *fused_claim(struct fc_comm *c, const struct coll_args *a,
+                                 const void *sendbuf, const void *recvbuf)
 {
     const size_t bytes = a->count * a->esize;
     if (c->cfg.gpu_fused == CFG_FUSED_OFF || c->size < 2 || c->size > 64 || !bytes ||
         bytes > FUSED_MAX / (size_t)c->size || c->broken != FC_SUCCESS)
-        return 0;
+        return NULL;
     struct gpu_ptr ps, pr;
     gpu_ptr_info(sendbuf, &ps);
     if (ps.kind != GPU_DEVICE)
-        return 0;
+        return NULL;
     gpu_ptr_info(recvbuf, &pr);
     if (pr.kind != GPU_DEVICE || pr.device != ps.device)
-        return 0;
+        return NULL;
     if (coll_select(&c->tuning, a, NULL) != &coll_allreduce_gather)
-        return 0;
+        return NULL;
     struct comm_shared *sh = c->sh;
-    const int dev = ps.device;
     pthread_mutex_lock(&sh->lock);
-    struct fused *f = fused_get(c, dev);
+    struct fused *f = sh->fused;
+    if (f && f->busy && f->pending &&
+        __atomic_load_n(&((volatile uint32_t *)f->mem)[2], __ATOMIC_ACQUIRE) == f->pending) {
+        f->busy = 0; /* the stream-ordered call's kernel is done */
+        f->pending = 0;
+    }
+    f = fused_get(c, ps.device);
     if (f)
         f->busy = 1;
     pthread_mutex_unlock(&sh->lock);
+    return f;
+}
+
+/* The next call's seq (never 0: a word of zeros is never valid); earlier
+ * kernels' abort watermark. */
+static uint32_t fused_next(struct fused *f)
+{
+    if (++f->seq == 0)
+        f->seq = 1;
+    __atomic_store_n(&((volatile uint32_t *)f->mem)[3], f->seq - 1, __ATOMIC_RELEASE);
+    return f->seq;
+}
+
+int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                         void *recvbuf, fc_result_t *rc)
+{
+    struct fused *f = fused_claim(c, a, sendbuf, recvbuf);
     if (!f)
         return 0;
-
+    struct comm_shared *sh = c->sh;
+    const int dev = f->device;
+    const size_t bytes = a->count * a->esize;
     volatile uint32_t *flags = (volatile uint32_t *)f->mem;
     uint64_t *out = (uint64_t *)((char *)f->mem + FUSED_FLAGS), *in = out + FUSED_OUT_WORDS;
     char *tmp = (char *)(in + FUSED_IN_WORDS);
     const size_t W = (bytes + 3) / 4;
-    if (++f->seq == 0)
-        f->seq = 1; /* a word of zeros is never valid */
-    const uint32_t seq = f->seq;
-    __atomic_store_n(&flags[3], seq - 1, __ATOMIC_RELEASE); /* earlier kernels' watermark */
+    const uint32_t seq = fused_next(f);
     double t_launch = comm_now();
     int fused = 1, queued = 0;
-    *rc = gpu_fused_allreduce(f->stream, f->ev, sendbuf, recvbuf, out, in, flags, seq, c->size,
-                              c->rank, a->count, a->dt, a->op,
+    *rc = gpu_fused_allreduce(f->stream, f->ev, NULL, sendbuf, recvbuf, out, in, flags, seq,
+                              c->size, c->rank, a->count, a->dt, a->op,
                               c->cfg.gpu_fused == CFG_FUSED_AUTO ? &queued : NULL);
     const double t_launched = comm_now();
     if (*rc != FC_SUCCESS) {
@@ -508,4 +568,105 @@ out:
     f->busy = 0;
     pthread_mutex_unlock(&sh->lock);
     return fused;
+}
+
+/* ---- the fused kernel for stream-ordered calls -----------------------------
+ * NCCL's model: the kernel goes on the caller's stream, which orders it
+ * after the earlier work there and the later work after it (no event, no
+ * flag for the stream to wait on). The progress thread runs the exchange
+ * once the vector is out, then writes the others' vectors in. The family's
+ * buffers stay busy until that kernel has written its done flag. */
+static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                        void *recvbuf, void *stream, fc_result_t *rc)
+{
+    struct fused *f = fused_claim(c, a, sendbuf, recvbuf);
+    if (!f)
+        return 0;
+    struct comm_shared *sh = c->sh;
+    volatile uint32_t *flags = (volatile uint32_t *)f->mem;
+    uint64_t *out = (uint64_t *)((char *)f->mem + FUSED_FLAGS), *in = out + FUSED_OUT_WORDS;
+    char *tmp = (char *)(in + FUSED_IN_WORDS);
+    const uint32_t seq = fused_next(f);
+    void *const caller = stream;
+    *rc = gpu_fused_allreduce(f->stream, f->ev, &caller, sendbuf, recvbuf, out, in, flags, seq,
+                              c->size, c->rank, a->count, a->dt, a->op, NULL);
+    if (*rc != FC_SUCCESS) {
+        /* nothing queued, nothing sent: this call and the later ones run
+         * the usual way */
+        FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
+                fc_last_error());
+        fused_retire(c, f, seq);
+        pthread_mutex_lock(&sh->lock);
+        f->busy = 0;
+        pthread_mutex_unlock(&sh->lock);
+        return 0;
+    }
+    struct fc_request *r = NULL;
+    uint64_t tb;
+    uint32_t v;
+    *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL, tmp,
+                          &r, &tb);
+    if (*rc == FC_SUCCESS) {
+        r->stream = stream;
+        r->tagbase = tb;
+        r->sendbuf = NULL;
+        r->recvbuf = tmp;
+        r->fused = seq;
+        r->ready = NULL;
+        if ((*rc = stream_enqueue(c, r, f->device, &v)) != FC_SUCCESS)
+            comm_request_free(r);
+    }
+    if (*rc != FC_SUCCESS) {
+        /* the kernel is queued: it gives up; this rank left the sequence */
+        fused_retire(c, f, seq);
+        pthread_mutex_lock(&sh->lock);
+        f->busy = 0;
+        if (c->broken == FC_SUCCESS) {
+            c->broken = *rc;
+            snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
+        }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    return 1;
+}
+
+/* Lock held (progress): whether the stream's kernel has put the vector out;
+ * if so, its copy is in the exchange's buffer. */
+static int fused_stream_ready(struct fc_request *r)
+{
+    struct fused *f = r->comm->sh->fused;
+    const size_t bytes = r->key.count * r->key.esize, W = (bytes + 3) / 4;
+    const uint64_t *out = (const uint64_t *)((char *)f->mem + FUSED_FLAGS);
+    for (size_t w = 0; w < W; w++)
+        if ((uint32_t)(__atomic_load_n(&out[w], __ATOMIC_ACQUIRE) >> 32) != r->fused)
+            return 0;
+    char *d = r->recvbuf;
+    for (size_t w = 0; w < W; w++) {
+        const uint32_t x = (uint32_t)__atomic_load_n(&out[w], __ATOMIC_RELAXED);
+        memcpy(d + 4 * w, &x, 4 * w + 4 <= bytes ? 4 : bytes - 4 * w);
+    }
+    return 1;
+}
+
+/* Lock held: the stream's exchange is over. Success: the other vectors go
+ * in and the buffers stay busy until the kernel is done; failure: the
+ * kernel gives up and the fused path retires. */
+static void fused_stream_done(struct fc_request *r)
+{
+    struct fc_comm *c = r->comm;
+    struct fused *f = c->sh->fused;
+    if (r->result == FC_SUCCESS) {
+        const size_t bytes = r->key.count * r->key.esize, W = (bytes + 3) / 4;
+        uint64_t *in = (uint64_t *)((char *)f->mem + FUSED_FLAGS) + FUSED_OUT_WORDS;
+        const char *tmp = r->recvbuf;
+        for (int j = 1; j < c->size; j++)
+            fused_put_words(in + (size_t)(j - 1) * W, W, r->fused, tmp + (size_t)j * bytes,
+                            bytes);
+        f->pending = r->fused;
+        return;
+    }
+    __atomic_store_n(&((volatile uint32_t *)f->mem)[3], r->fused, __ATOMIC_RELEASE);
+    f->use = 0;
+    f->busy = 0;
+    f->pending = 0;
 }

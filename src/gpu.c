@@ -408,10 +408,10 @@ fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t 
     return FC_SUCCESS;
 }
 
-fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, const void *send, void *recv,
-                                uint64_t *out, const uint64_t *in, volatile uint32_t *flags,
-                                uint32_t seq, int n, int rank, size_t count, fc_datatype_t dt,
-                                fc_op_t op, int *queued)
+fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, void *const *caller,
+                                const void *send, void *recv, uint64_t *out, const uint64_t *in,
+                                volatile uint32_t *flags, uint32_t seq, int n, int rank,
+                                size_t count, fc_datatype_t dt, fc_op_t op, int *queued)
 {
     const int device = s->device;
     int o = op == FC_AVG ? FC_SUM : (int)op;
@@ -429,7 +429,8 @@ fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, const void *se
      * (another communicator's kernel among it). Nothing queued there (the
      * usual case in a loop of calls): nothing to wait for. */
     const char *what = "cuStreamQuery on the legacy default stream";
-    CUresult r = cu.cuStreamQuery(CU_STREAM_LEGACY);
+    CUstream on = caller ? (CUstream)*caller : s->s;
+    CUresult r = caller ? CUDA_SUCCESS : cu.cuStreamQuery(CU_STREAM_LEGACY);
     if (queued)
         *queued = r != CUDA_SUCCESS;
     if (r == CUDA_ERROR_NOT_READY) {
@@ -442,11 +443,12 @@ fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, const void *se
     }
     if (r == CUDA_SUCCESS) {
         what = "cuLaunchKernel";
-        r = cu.cuLaunchKernel(cu.fus[device][dt][o], 1, 1, 1, 1024, 1, 1, 0, s->s, args, NULL);
+        r = cu.cuLaunchKernel(cu.fus[device][dt][o], 1, 1, 1, 1024, 1, 1, 0, on, args, NULL);
     }
     if (r != CUDA_SUCCESS)
-        rc = FC_ERR(FC_ERR_CUDA, "launching the fused %s %s allreduce kernel on GPU %d: %s "
-                    "failed: %s", dt_names[dt], op_names[o], device, what, cu_err(r));
+        rc = FC_ERR(FC_ERR_CUDA, "launching the fused %s %s allreduce kernel on GPU %d%s: %s "
+                    "failed: %s", dt_names[dt], op_names[o], device,
+                    caller ? " on the caller's stream" : "", what, cu_err(r));
     ctx_pop();
     return rc;
 }
@@ -772,11 +774,12 @@ fc_result_t gpu_reduce_async(void *d, const void *a, const void *b, size_t n, fc
 fc_result_t gpu_scale_async(void *d, const void *s, size_t n, fc_datatype_t dt, uint32_t v,
                             gpu_stream_t *st)
 { (void)d; (void)s; (void)n; (void)dt; (void)v; (void)st; NOCUDA; }
-fc_result_t gpu_fused_allreduce(gpu_stream_t *st, gpu_event_t *e, const void *s, void *r,
-                                uint64_t *o, const uint64_t *i, volatile uint32_t *f, uint32_t q,
-                                int n, int k, size_t c, fc_datatype_t dt, fc_op_t op, int *w)
-{ (void)st; (void)e; (void)s; (void)r; (void)o; (void)i; (void)f; (void)q; (void)n; (void)k;
-  (void)c; (void)dt; (void)op; (void)w; NOCUDA; }
+fc_result_t gpu_fused_allreduce(gpu_stream_t *st, gpu_event_t *e, void *const *cs, const void *s,
+                                void *r, uint64_t *o, const uint64_t *i, volatile uint32_t *f,
+                                uint32_t q, int n, int k, size_t c, fc_datatype_t dt, fc_op_t op,
+                                int *w)
+{ (void)st; (void)e; (void)cs; (void)s; (void)r; (void)o; (void)i; (void)f; (void)q; (void)n;
+  (void)k; (void)c; (void)dt; (void)op; (void)w; NOCUDA; }
 int gpu_stream_idle(gpu_stream_t *s) { (void)s; return -1; }
 int gpu_device_mps(int d) { (void)d; return 0; }
 fc_result_t gpu_event_get(int d, gpu_event_t **o) { (void)d; (void)o; NOCUDA; }

@@ -54,7 +54,9 @@ fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t 
 
 /* The fused small allreduce, one block on stream s, ordered after the
  * caller's work on the legacy default stream (through ev, a pooled event
- * of the same device, when work is queued there): writes send to out as
+ * of the same device, when work is queued there), or, when caller is not
+ * NULL, on the caller's stream *caller (stream-ordered calls, which that
+ * stream orders): writes send to out as
  * W = ceil(bytes / 4) words of (seq << 32 | 4 bytes of data); waits for
  * the (n - 1) * W words of in (vector j - 1: rank rank + j mod n's) to
  * carry seq, or gives up once (int32_t)(flags[3] - seq) >= 0 (the host's
@@ -63,10 +65,10 @@ fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t 
  * pinned host memory (gpu_host_alloc); (n - 1) * W * 4 <= 33 KiB. queued
  * (may be NULL): set to 1 when the legacy stream still had work at the
  * launch. See gpu_kernels.cu. */
-fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, const void *send, void *recv,
-                                uint64_t *out, const uint64_t *in, volatile uint32_t *flags,
-                                uint32_t seq, int n, int rank, size_t count, fc_datatype_t dt,
-                                fc_op_t op, int *queued);
+fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, void *const *caller,
+                                const void *send, void *recv, uint64_t *out, const uint64_t *in,
+                                volatile uint32_t *flags, uint32_t seq, int n, int rank,
+                                size_t count, fc_datatype_t dt, fc_op_t op, int *queued);
 /* 1 when everything queued on s is done, 0 while not, -1 on a CUDA error. */
 int gpu_stream_idle(gpu_stream_t *s);
 /* 1 when contexts on the device are shared through MPS. */

@@ -292,6 +292,35 @@ int main(void)
         gu_stream_sync(st);
         verify((enum kind)k, nn, FC_INT32, FC_MAX, root, 0, "stream-ordered");
     }
+    /* small stream-ordered allreduces in a chain, each on the previous
+     * one's result, with a large one queued between: the fused kernel on
+     * the stream where it can, the usual path while it is busy; the order
+     * must hold across both */
+    {
+        int32_t *dx = gu_alloc(64), *dy = gu_alloc(64), x0[3], got[3];
+        x0[0] = t.rank + 1;
+        x0[1] = 2;
+        x0[2] = 3 * t.rank;
+        memcpy(p_in, x0, sizeof(x0));
+        gu_copy_async(dx, p_in, sizeof(x0), st);
+        FT_OK(&t, fc_allreduce_stream(dx, dy, 3, FC_INT32, FC_SUM, t.comm, st));
+        FT_OK(&t, fc_allreduce_stream(dy, dx, 3, FC_INT32, FC_SUM, t.comm, st));
+        FT_OK(&t, fc_allreduce_stream(d_a, d_b, 50001, FC_FLOAT32, FC_SUM, t.comm, st));
+        FT_OK(&t, fc_allreduce_stream(dx, dy, 3, FC_INT32, FC_SUM, t.comm, st));
+        FT_OK(&t, fc_allreduce_stream(dy, dy, 3, FC_INT32, FC_SUM, t.comm, st));
+        FT_OK(&t, fc_allreduce_stream(dy, dx, 3, FC_INT32, FC_SUM, t.comm, st));
+        gu_copy_async(p_out, dx, sizeof(got), st);
+        gu_stream_sync(st);
+        memcpy(got, p_out, sizeof(got));
+        int64_t n = t.size, f = n * n * n * n; /* 5 allreduces: the sum times n^4 */
+        int64_t want[3] = {n * (n + 1) / 2 * f, 2 * n * f, 3 * (n * (n - 1) / 2) * f};
+        for (int i = 0; i < 3; i++)
+            FT_CHECK(&t, got[i] == want[i],
+                     "stream-ordered chain of small allreduces: [%d] = %d, expected %lld", i,
+                     got[i], (long long)want[i]);
+        gu_free(dx);
+        gu_free(dy);
+    }
     h_in = keep_in;
     h_out = keep_out;
     gu_host_free(p_in);

@@ -48,6 +48,10 @@ static const char usage[] =
     "  -I, --inplace         run in place\n"
     "  -D, --device KIND     host (default) or cuda: buffers in GPU memory (GPU\n"
     "                        local_rank % count), through the staged or gdr path\n"
+    "  -S, --stream          with -D cuda: the stream-ordered twins (fc_allreduce_stream\n"
+    "                        ...) on a stream of fc_perf's own, each call followed by\n"
+    "                        cuStreamSynchronize: the time until the result is there\n"
+    "                        (allreduce bcast reduce allgather reduce_scatter)\n"
     "  -c, --check           check every result against closed-form values\n"
     "                        (#wrong column; exit 1 if any is wrong)\n"
     "      --csv             comma-separated output\n"
@@ -201,17 +205,49 @@ static double reduced(fc_op_t op, int n, size_t i)
 struct opts {
     size_t minb, maxb, stepb;
     double factor;
-    int iters, warmup, root, inplace, check, csv, json, cuda, table;
+    int iters, warmup, root, inplace, check, csv, json, cuda, stream, table;
     const char *table_file;
     fc_datatype_t dt;
     fc_op_t op;
     int colls[NCOLL], ncolls;
 };
 
+static void *gstream; /* -S: the stream of the stream-ordered calls */
+
+static fc_result_t run_stream(enum coll c, void *sb, void *rb, size_t count, const struct opts *o,
+                              fc_comm_t comm, int rank)
+{
+    void *s = o->inplace ? rb : sb;
+    size_t es = fc_datatype_size(o->dt);
+    fc_result_t rc;
+    switch (c) {
+    case ALLREDUCE: rc = fc_allreduce_stream(s, rb, count, o->dt, o->op, comm, gstream); break;
+    case BCAST:
+        rc = fc_broadcast_stream(rank == o->root ? s : NULL, rb, count, o->dt, o->root, comm,
+                                 gstream);
+        break;
+    case REDUCE: rc = fc_reduce_stream(s, rb, count, o->dt, o->op, o->root, comm, gstream); break;
+    case ALLGATHER:
+        rc = fc_allgather_stream(o->inplace ? (char *)rb + (size_t)rank * count * es : sb, rb,
+                                 count, o->dt, comm, gstream);
+        break;
+    case REDUCE_SCATTER:
+        rc = fc_reduce_scatter_stream(sb, o->inplace ? (char *)sb + (size_t)rank * count * es : rb,
+                                      count, o->dt, o->op, comm, gstream);
+        break;
+    default: return FC_ERR_INVALID_ARGUMENT;
+    }
+    if (rc == FC_SUCCESS && gu_stream_sync(gstream) != 0)
+        rc = FC_ERR_CUDA;
+    return rc;
+}
+
 static fc_result_t run_once(enum coll c, void *sb, void *rb, size_t count, const struct opts *o,
                             fc_comm_t comm, int rank, int n)
 {
     void *s = o->inplace ? rb : sb;
+    if (o->stream)
+        return run_stream(c, sb, rb, count, o, comm, rank);
     switch (c) {
     case ALLREDUCE: return fc_allreduce(s, rb, count, o->dt, o->op, comm);
     case BCAST: return fc_broadcast(rank == o->root ? s : NULL, rb, count, o->dt, o->root, comm);
@@ -250,6 +286,7 @@ static long check_once(enum coll c, char *sb, char *rb, size_t count, const stru
      * the collective itself on the device: fill, copy in, run, copy out */
     struct opts ho = *o;
     ho.cuda = 0;
+    ho.stream = 0;
     ho.check = 2; /* fill only */
     check_host(c, hsb, hrb, count, &ho, comm, rank, n);
     gu_to_device(sb, hsb, hbytes);
@@ -572,12 +609,12 @@ int main(int argc, char **argv)
         {"op", required_argument, NULL, 'o'},        {"root", required_argument, NULL, 'r'},
         {"algo", required_argument, NULL, 'a'},      {"inplace", no_argument, NULL, 'I'},
         {"check", no_argument, NULL, 'c'},           {"csv", no_argument, NULL, 1},
-        {"device", required_argument, NULL, 'D'},
+        {"device", required_argument, NULL, 'D'},   {"stream", no_argument, NULL, 'S'},
         {"json", no_argument, NULL, 2},              {"help", no_argument, NULL, 'h'},
         {"table", no_argument, NULL, 3},             {"table-file", required_argument, NULL, 4},
         {NULL, 0, NULL, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:h", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:Sh", lo, NULL)) != -1) {
         switch (ch) {
         case 'C': collist = optarg; break;
         case 'b':
@@ -608,6 +645,7 @@ int main(int argc, char **argv)
         case 'a': algo = optarg; break;
         case 'I': o.inplace = 1; break;
         case 'c': o.check = 1; break;
+        case 'S': o.stream = 1; break;
         case 'D':
             if (!strcasecmp(optarg, "cuda"))
                 o.cuda = 1;
@@ -627,6 +665,10 @@ int main(int argc, char **argv)
     }
     if (o.iters < 1 || (o.factor <= 1 && !o.stepb) || o.minb > o.maxb)
         goto bad;
+    if (o.stream && (!o.cuda || o.table)) {
+        fprintf(stderr, "fc_perf: -S (stream-ordered calls) needs -D cuda and no --table\n");
+        return 2;
+    }
     if (o.table) {
         /* the seed's table: allreduce at its three sizes, whatever -C/-b/-e say */
         collist = "allreduce";
@@ -654,6 +696,11 @@ int main(int argc, char **argv)
                 o.colls[o.ncolls++] = k;
         }
     }
+    for (int k = 0; k < o.ncolls && o.stream; k++)
+        if (o.colls[k] == ALLTOALL || o.colls[k] == BARRIER) {
+            fprintf(stderr, "fc_perf: -S: %s has no stream-ordered twin\n", coll_names[o.colls[k]]);
+            return 2;
+        }
     if (algo) {
         /* before the first fabcoll call: settings are read once */
         char spec[512] = "";
@@ -682,6 +729,10 @@ int main(int argc, char **argv)
         const char *why;
         if (gu_init(attr.local_rank, &why) != 0) {
             fprintf(stderr, "fc_perf: -D cuda: %s\n", why);
+            return 1;
+        }
+        if (o.stream && !(gstream = gu_stream_create())) {
+            fprintf(stderr, "fc_perf: -S: cannot create a CUDA stream\n");
             return 1;
         }
         sb = gu_alloc(bufb);
@@ -729,11 +780,12 @@ int main(int argc, char **argv)
     static const char *tiers[] = {"shm", "net", "rdma", "gdr"};
     long total_wrong = 0;
     if (rank == 0 && !o.csv && !o.json)
-        printf("# fc_perf: %d ranks on %d node(s), provider %s (tier %s), %s %s%s, %s buffers%s, "
+        printf("# fc_perf: %d ranks on %d node(s), provider %s (tier %s), %s %s%s, %s buffers%s%s, "
                "%d iterations after %d warm-up, median of the slowest rank per iteration\n",
                n, attr.nnodes, attr.provider, tiers[attr.tier & 3], dt_names[o.dt],
                op_names[o.op], o.inplace ? ", in place" : "", o.cuda ? "GPU" : "host",
-               o.cuda ? (attr.hmem ? " (direct, gdr)" : " (staged)") : "", o.iters, o.warmup);
+               o.cuda ? (attr.hmem ? " (direct, gdr)" : " (staged)") : "",
+               o.stream ? ", stream-ordered calls" : "", o.iters, o.warmup);
     if (rank == 0 && o.csv)
         printf("collective,ranks,provider,size,count,type,op,root,time_us,min_us,avg_us,"
                "algbw_GBps,busbw_GBps,wrong\n");
@@ -792,6 +844,8 @@ int main(int argc, char **argv)
         }
     }
     free(times);
+    if (gstream)
+        gu_stream_destroy(gstream);
     if (o.cuda) {
         gu_free(sb);
         gu_free(rb);
