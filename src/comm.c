@@ -54,7 +54,7 @@ static void finish(struct fc_request *r, fc_result_t rc)
     r->done = 1;
     r->result = rc;
     unlink_active(r->comm->sh, r);
-    if (r->stream)
+    if (r->stream_ordered)
         comm_stream_finished(r); /* nobody waits for it: release its stream */
 }
 
@@ -78,7 +78,7 @@ void comm_progress_locked(struct comm_shared *sh)
     double now = sh->stream_active ? comm_now() : 0;
     for (struct fc_request *r = sh->active, *next; r; r = next) {
         next = r->next;
-        if (r->stream && !r->done) {
+        if (r->stream_ordered && !r->done) {
             check_timeout(r, now); /* nobody waits on it to check */
             if (r->done)
                 continue;
@@ -185,7 +185,7 @@ static struct fc_request *rcache_take(struct fc_comm *c, const struct coll_args 
 static void rcache_put(struct fc_comm *c, struct fc_request *r)
 {
     if (!r->algo || r->result != FC_SUCCESS || r->s.xfers_out || r->p2p || r->tp ||
-        r->stream || r->delivery || c->broken != FC_SUCCESS ||
+        r->stream_ordered || r->delivery || c->broken != FC_SUCCESS ||
         r->key.count * r->key.esize > COMM_RCACHE_MAX_BYTES) {
         comm_request_free(r);
         return;
@@ -528,8 +528,7 @@ void *comm_progress_main(void *arg)
 {
     struct comm_shared *sh = arg;
     double hot_until = 0;
-    const struct fc_request *head = NULL;
-    int nstream = -1;
+    unsigned gen = 0;
     pthread_mutex_lock(&sh->lock);
     while (!sh->thread_stop) {
         if (!sh->active && !sh->stream_q) {
@@ -542,14 +541,11 @@ void *comm_progress_main(void *arg)
         int hot = 0;
         if (sh->stream_active) {
             double now = comm_now();
-            if (sh->stream_q != head || sh->stream_active != nstream) {
-                head = sh->stream_q;
-                nstream = sh->stream_active;
+            if (sh->stream_gen != gen) {
+                gen = sh->stream_gen;
                 hot_until = now + STREAM_HOT_S;
             }
             hot = now < hot_until;
-        } else {
-            nstream = -1;
         }
         pthread_mutex_unlock(&sh->lock);
         if (hot)
@@ -1002,7 +998,7 @@ fc_result_t comm_destroy(struct fc_comm *c, int abort)
             int queued = 0; /* stream-ordered: the progress thread finishes them */
             for (struct fc_request *q = sh->stream_q; q; q = q->next)
                 queued |= q->comm == c;
-            if (r && r->stream)
+            if (r && r->stream_ordered)
                 queued = 1;
             pthread_mutex_unlock(&sh->lock);
             if (queued) {

@@ -54,6 +54,7 @@ struct comm_shared {
     uint32_t flag_done;        /* every value up to this one is finished */
     uint8_t *flag_fin;         /* finished out of order (ring by value) */
     int stream_active;         /* stream-ordered requests are running */
+    unsigned stream_gen;       /* bumped when one is queued, started or finished */
     /* progress thread */
     pthread_t thread;
     pthread_cond_t cond;
@@ -108,6 +109,7 @@ struct fc_request {
     int delivery;              /* sends complete when delivered */
     struct transport *tp;      /* NULL: the family's */
     /* stream-ordered operations (fc_*_stream) */
+    int stream_ordered;        /* a *_stream call's (stream may be NULL: the default) */
     void *stream;              /* the caller's CUDA stream */
     struct gpu_event *ready;   /* recorded on it: the work before us is done */
     uint32_t flag_value;       /* written to the family's flag when done */

@@ -127,6 +127,7 @@ void comm_stream_finished(struct fc_request *r)
         comm_request_free(r);
     }
     sh->stream_active--;
+    sh->stream_gen++;
 }
 
 void comm_stream_start_ready(struct comm_shared *sh)
@@ -157,16 +158,15 @@ void comm_stream_start_ready(struct comm_shared *sh)
             FC_TRACE(LOG_COLL, "%s: started (stream-ordered, the stream's earlier work done)",
                      comm_request_desc(r));
         }
+        sh->stream_gen++;
     }
 }
 
-/* Queues a built stream-ordered request for the progress thread (started
- * on first use), in order; *v: the flag value it publishes when done. */
-static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, int dev, uint32_t *v)
+/* What a stream-ordered request needs before it is queued: the family's
+ * flag, room in its ring, the progress thread. Lock held. */
+static fc_result_t stream_prepare(struct comm_shared *sh, int dev)
 {
-    struct comm_shared *sh = c->sh;
     fc_result_t rc = FC_SUCCESS;
-    pthread_mutex_lock(&sh->lock);
     if (!sh->flag) {
         sh->flag = gpu_host_alloc(dev, 64);
         sh->flag_fin = calloc(FLAG_RING, 1);
@@ -186,10 +186,21 @@ static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, int d
         else
             rc = FC_ERR(FC_ERR_SYSTEM, "cannot start the progress thread: %m");
     }
+    return rc;
+}
+
+/* Queues a built stream-ordered request for the progress thread (started
+ * on first use), in order; *v: the flag value it publishes when done. */
+static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, int dev, uint32_t *v)
+{
+    struct comm_shared *sh = c->sh;
+    pthread_mutex_lock(&sh->lock);
+    fc_result_t rc = stream_prepare(sh, dev);
     if (rc != FC_SUCCESS) {
         pthread_mutex_unlock(&sh->lock);
         return rc;
     }
+    r->stream_ordered = 1;
     r->flag_value = *v = ++sh->flag_next;
     r->next = NULL;
     if (sh->stream_q_tail)
@@ -198,6 +209,7 @@ static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, int d
         sh->stream_q = r;
     sh->stream_q_tail = r;
     sh->stream_active++;
+    sh->stream_gen++;
     pthread_cond_signal(&sh->cond);
     pthread_mutex_unlock(&sh->lock);
     return FC_SUCCESS;
@@ -300,6 +312,7 @@ struct fused {
     int slow;                /* calls in a row above FUSED_SLOW_US */
     uint32_t seq;
     uint32_t pending;        /* a stream-ordered call's seq: busy until its kernel is done */
+    uint32_t kseq;           /* the last kernel launched (it writes flags[4] as it leaves) */
     void *mem;               /* pinned: FUSED_MEM bytes */
     gpu_stream_t *stream;    /* the kernels' */
     gpu_event_t *ev;         /* orders them after the legacy stream */
@@ -311,22 +324,20 @@ void comm_fused_free(struct comm_shared *sh)
     if (!f)
         return;
     sh->fused = NULL;
-    int idle = 1;
-    volatile uint32_t *flags = f->mem;
-    if (f->stream) {
-        /* a kernel of a failed call still queued (the GPU busy or stuck)
-         * returns when it runs, but must not find its memory gone; so must
-         * a stream-ordered call's, on the caller's stream */
+    int gone = 1;
+    if (f->mem && f->kseq) {
+        /* every kernel of the family gives up (one still spinning for an
+         * aborted exchange among them), then says it has left (flags[4]);
+         * one still queued behind other work (the GPU busy or stuck) must
+         * not find its memory gone when it runs */
+        volatile uint32_t *flags = f->mem;
+        __atomic_store_n(&flags[3], f->seq, __ATOMIC_RELEASE);
         double t0 = comm_now();
-        while (((idle = gpu_stream_idle(f->stream)) == 0 ||
-                (idle == 1 && f->pending && flags[2] != f->pending &&
-                 (int32_t)(flags[3] - f->pending) < 0)) &&
+        while (!(gone = __atomic_load_n(&flags[4], __ATOMIC_ACQUIRE) == f->kseq) &&
                comm_now() - t0 < FUSED_FREE_WAIT)
             sched_yield();
-        if (idle == 1 && f->pending && flags[2] != f->pending && (int32_t)(flags[3] - f->pending) < 0)
-            idle = 0;
     }
-    if (idle != 1) {
+    if (!gone) {
         FC_WARN(LOG_COLL, "the fused small allreduce's kernel on GPU %d is still queued after "
                 "%.0f s: its %zu bytes of pinned memory and its stream are left allocated",
                 f->device, FUSED_FREE_WAIT, (size_t)FUSED_MEM);
@@ -498,6 +509,8 @@ int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const voi
                               c->size, c->rank, a->count, a->dt, a->op,
                               c->cfg.gpu_fused == CFG_FUSED_AUTO ? &queued : NULL);
     const double t_launched = comm_now();
+    if (*rc == FC_SUCCESS)
+        f->kseq = seq;
     if (*rc != FC_SUCCESS) {
         /* nothing sent yet: this call and the later ones run staged */
         FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
@@ -586,15 +599,37 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     volatile uint32_t *flags = (volatile uint32_t *)f->mem;
     uint64_t *out = (uint64_t *)((char *)f->mem + FUSED_FLAGS), *in = out + FUSED_OUT_WORDS;
     char *tmp = (char *)(in + FUSED_IN_WORDS);
+    /* what can fail without a trace goes first: then the usual path */
+    gpu_event_t *ev = NULL;
+    pthread_mutex_lock(&sh->lock);
+    *rc = stream_prepare(sh, f->device);
+    pthread_mutex_unlock(&sh->lock);
+    if (*rc == FC_SUCCESS)
+        *rc = gpu_event_get(f->device, &ev);
+    if (*rc != FC_SUCCESS) {
+        /* the usual path meets the same trouble and says so */
+        pthread_mutex_lock(&sh->lock);
+        f->busy = 0;
+        pthread_mutex_unlock(&sh->lock);
+        return 0;
+    }
     const uint32_t seq = fused_next(f);
     void *const caller = stream;
     *rc = gpu_fused_allreduce(f->stream, f->ev, &caller, sendbuf, recvbuf, out, in, flags, seq,
                               c->size, c->rank, a->count, a->dt, a->op, NULL);
-    if (*rc != FC_SUCCESS) {
+    if (*rc == FC_SUCCESS) {
+        f->kseq = seq;
+        /* after the kernel: tells a kernel that will never put its vector
+         * out (an earlier failure on the stream) from one still queued */
+        *rc = gpu_event_record_raw(ev, stream);
+        if (*rc != FC_SUCCESS)
+            goto broken;
+    } else {
         /* nothing queued, nothing sent: this call and the later ones run
          * the usual way */
         FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
                 fc_last_error());
+        gpu_event_put(ev);
         fused_retire(c, f, seq);
         pthread_mutex_lock(&sh->lock);
         f->busy = 0;
@@ -612,31 +647,32 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
         r->sendbuf = NULL;
         r->recvbuf = tmp;
         r->fused = seq;
-        r->ready = NULL;
-        if ((*rc = stream_enqueue(c, r, f->device, &v)) != FC_SUCCESS)
-            comm_request_free(r);
-    }
-    if (*rc != FC_SUCCESS) {
-        /* the kernel is queued: it gives up; this rank left the sequence */
-        fused_retire(c, f, seq);
-        pthread_mutex_lock(&sh->lock);
-        f->busy = 0;
-        if (c->broken == FC_SUCCESS) {
-            c->broken = *rc;
-            snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
-        }
+        r->ready = ev;
+        if ((*rc = stream_enqueue(c, r, f->device, &v)) == FC_SUCCESS)
+            return 1;
+        pthread_mutex_lock(&sh->lock); /* a reused schedule's scratch is the family's */
+        comm_request_free(r);
         pthread_mutex_unlock(&sh->lock);
     }
+broken:
+    /* the kernel is queued: it gives up; this rank left the sequence */
+    gpu_event_put(ev);
+    fused_retire(c, f, seq);
+    pthread_mutex_lock(&sh->lock);
+    f->busy = 0;
+    if (c->broken == FC_SUCCESS) {
+        c->broken = *rc;
+        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
+    }
+    pthread_mutex_unlock(&sh->lock);
     return 1;
 }
 
-/* Lock held (progress): whether the stream's kernel has put the vector out;
- * if so, its copy is in the exchange's buffer. */
-static int fused_stream_ready(struct fc_request *r)
+/* Whether the vector's words all carry r's seq; if so, their data goes to
+ * the exchange's buffer. */
+static int fused_words_out(struct fc_request *r, const uint64_t *out)
 {
-    struct fused *f = r->comm->sh->fused;
     const size_t bytes = r->key.count * r->key.esize, W = (bytes + 3) / 4;
-    const uint64_t *out = (const uint64_t *)((char *)f->mem + FUSED_FLAGS);
     for (size_t w = 0; w < W; w++)
         if ((uint32_t)(__atomic_load_n(&out[w], __ATOMIC_ACQUIRE) >> 32) != r->fused)
             return 0;
@@ -646,6 +682,26 @@ static int fused_stream_ready(struct fc_request *r)
         memcpy(d + 4 * w, &x, 4 * w + 4 <= bytes ? 4 : bytes - 4 * w);
     }
     return 1;
+}
+
+/* Lock held (progress): 1 once the stream's kernel has put the vector out
+ * (its copy is then in the exchange's buffer), 0 while not, -1 when it
+ * never will (a failure on the stream: the kernel did not run, or left). */
+static int fused_stream_ready(struct fc_request *r)
+{
+    struct fused *f = r->comm->sh->fused;
+    const uint64_t *out = (const uint64_t *)((char *)f->mem + FUSED_FLAGS);
+    if (fused_words_out(r, out))
+        return 1;
+    int e = gpu_event_done(r->ready);
+    if (e == 0)
+        return 0;
+    if (e > 0 && fused_words_out(r, out))
+        return 1;
+    if (e > 0)
+        FC_ERR(FC_ERR_CUDA, "the fused kernel on GPU %d ended without putting its vector out",
+               f->device);
+    return -1;
 }
 
 /* Lock held: the stream's exchange is over. Success: the other vectors go

@@ -158,7 +158,8 @@ template <typename T> __device__ void scale(T *dst, const T *src, size_t n, uint
 // the host's abort watermark: the kernel gives up once (int32_t)(flags[3]
 // - seq) >= 0 (the host writes seq - 1 before a launch, seq when the call
 // fails, so a kernel left over from a failed call returns whenever it
-// runs). The vectors are reduced in rank order, ((v0 op v1) op v2) ...,
+// runs); [4] the kernel writes seq as it leaves, either way. The vectors
+// are reduced in rank order, ((v0 op v1) op v2) ...,
 // rounded to the type after each step, like the host's reduction chain;
 // div (FC_AVG) divides at the end. No flags: return at once (warm-up).
 #define FUSED_SMEM (33 << 10) // (n-1) * W * 4 bytes at most (comm_gpu.c)
@@ -210,8 +211,11 @@ __device__ void fused(const T *send, T *recv, uint64_t *out, const uint64_t *in,
         peers[w] = (uint32_t)v;
     }
     __syncthreads();
-    if (stop)
+    if (stop) {
+        if (threadIdx.x == 0)
+            flags[4] = seq; // left: the host may free the memory
         return;
+    }
     for (size_t i = threadIdx.x; i < count; i += blockDim.x) {
         T acc = peer_or_own(send, peers, W, 0, n, rank, i);
         for (int r = 1; r < n; r++)
@@ -222,6 +226,7 @@ __device__ void fused(const T *send, T *recv, uint64_t *out, const uint64_t *in,
     if (threadIdx.x == 0) {
         __threadfence_system();
         flags[2] = seq;
+        flags[4] = seq; // left: the host may free the memory
     }
 }
 

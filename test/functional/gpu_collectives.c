@@ -318,6 +318,14 @@ int main(void)
             FT_CHECK(&t, got[i] == want[i],
                      "stream-ordered chain of small allreduces: [%d] = %d, expected %lld", i,
                      got[i], (long long)want[i]);
+        /* the default stream (NULL) is a stream too */
+        FT_OK(&t, fc_allreduce_stream(dx, dy, 3, FC_INT32, FC_SUM, t.comm, NULL));
+        FT_CHECK(&t, gu_sync() == 0, "synchronizing after a call on the default stream");
+        gu_to_host(got, dy, sizeof(got));
+        for (int i = 0; i < 3; i++)
+            FT_CHECK(&t, got[i] == want[i] * n,
+                     "stream-ordered allreduce on the default stream: [%d] = %d, expected %lld",
+                     i, got[i], (long long)(want[i] * n));
         gu_free(dx);
         gu_free(dy);
     }
