@@ -190,10 +190,18 @@ static fc_result_t stream_prepare(struct comm_shared *sh, int dev)
 }
 
 /* Queues a built stream-ordered request for the progress thread (started
- * on first use), in order; *v: the flag value it publishes when done. */
-static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, int dev, uint32_t *v)
+ * on first use), in order, to start on its buffers with its tag base once
+ * the stream's earlier work is done; *v: the flag value it publishes when
+ * done. */
+static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
+                                  uint64_t tagbase, const void *sendbuf, void *recvbuf, int dev,
+                                  uint32_t *v)
 {
     struct comm_shared *sh = c->sh;
+    r->stream = stream;
+    r->tagbase = tagbase;
+    r->sendbuf = (void *)sendbuf;
+    r->recvbuf = recvbuf;
     pthread_mutex_lock(&sh->lock);
     fc_result_t rc = stream_prepare(sh, dev);
     if (rc != FC_SUCCESS) {
@@ -242,16 +250,12 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
                       "(use the plain call)");
     }
     int dev = c->gpu_device >= 0 ? c->gpu_device : 0;
-    r->stream = stream;
-    r->tagbase = tb;
-    r->sendbuf = (void *)sendbuf;
-    r->recvbuf = recvbuf;
     rc = gpu_event_get(dev, &r->ready);
     if (rc == FC_SUCCESS)
         rc = gpu_event_record_raw(r->ready, stream);
     uint32_t v = 0;
     if (rc == FC_SUCCESS)
-        rc = stream_enqueue(c, r, dev, &v);
+        rc = stream_enqueue(c, r, stream, tb, sendbuf, recvbuf, dev, &v);
     if (rc != FC_SUCCESS) {
         gpu_event_put(r->ready);
         comm_request_free(r);
@@ -318,6 +322,28 @@ struct fused {
     gpu_event_t *ev;         /* orders them after the legacy stream */
 };
 
+/* The pinned memory's parts (FUSED_MEM): flags, this rank's vector as
+ * words, the others' as words, the exchange's n vectors. */
+static volatile uint32_t *fused_flags(const struct fused *f)
+{
+    return (volatile uint32_t *)f->mem;
+}
+
+static uint64_t *fused_out(const struct fused *f)
+{
+    return (uint64_t *)((char *)f->mem + FUSED_FLAGS);
+}
+
+static uint64_t *fused_in(const struct fused *f)
+{
+    return fused_out(f) + FUSED_OUT_WORDS;
+}
+
+static char *fused_tmp(const struct fused *f)
+{
+    return (char *)(fused_in(f) + FUSED_IN_WORDS);
+}
+
 void comm_fused_free(struct comm_shared *sh)
 {
     struct fused *f = sh->fused;
@@ -330,7 +356,7 @@ void comm_fused_free(struct comm_shared *sh)
          * aborted exchange among them), then says it has left (flags[4]);
          * one still queued behind other work (the GPU busy or stuck) must
          * not find its memory gone when it runs */
-        volatile uint32_t *flags = f->mem;
+        volatile uint32_t *flags = fused_flags(f);
         __atomic_store_n(&flags[3], f->seq, __ATOMIC_RELEASE);
         double t0 = comm_now();
         while (!(gone = __atomic_load_n(&flags[4], __ATOMIC_ACQUIRE) == f->kseq) &&
@@ -368,36 +394,54 @@ static int fused_wait(struct fc_comm *c, volatile uint32_t *flag, uint32_t want)
     }
 }
 
-/* Waits until the nw words carry seq (bounded by FC_TIMEOUT, as fused_wait),
- * then copies their data (4 bytes a word) to the bytes of dst. */
-static int fused_wait_words(struct fc_comm *c, const uint64_t *words, size_t nw, uint32_t seq,
-                            void *dst, size_t bytes)
+/* Words a vector of this many bytes takes (4 bytes of data each). */
+static size_t fused_nwords(size_t bytes)
+{
+    return (bytes + 3) / 4;
+}
+
+/* Whether the words of a vector of `bytes` all carry seq. */
+static int fused_words_have(const uint64_t *words, size_t bytes, uint32_t seq)
+{
+    for (size_t w = 0; w < fused_nwords(bytes); w++)
+        if ((uint32_t)(__atomic_load_n(&words[w], __ATOMIC_ACQUIRE) >> 32) != seq)
+            return 0;
+    return 1;
+}
+
+/* Copies the data of a vector's words to the bytes of dst. */
+static void fused_words_get(const uint64_t *words, void *dst, size_t bytes)
 {
     char *d = dst;
-    for (size_t w = 0; w < nw; w++) {
-        uint64_t v = __atomic_load_n(&words[w], __ATOMIC_ACQUIRE);
-        if ((uint32_t)(v >> 32) != seq) {
-            /* the word's upper half is a 32-bit flag of its own */
-            if (!fused_wait(c, (volatile uint32_t *)&words[w] + 1, seq))
-                return 0;
-            v = __atomic_load_n(&words[w], __ATOMIC_RELAXED);
-        }
-        const uint32_t x = (uint32_t)v;
+    for (size_t w = 0; w < fused_nwords(bytes); w++) {
+        const uint32_t x = (uint32_t)__atomic_load_n(&words[w], __ATOMIC_RELAXED);
         if (4 * w + 4 <= bytes)
             memcpy(d + 4 * w, &x, 4); /* a constant size: one store */
         else
             memcpy(d + 4 * w, &x, bytes - 4 * w);
     }
+}
+
+/* Waits until the words of a vector of `bytes` carry seq (bounded by
+ * FC_TIMEOUT, as fused_wait), then copies their data to dst. */
+static int fused_wait_words(struct fc_comm *c, const uint64_t *words, uint32_t seq, void *dst,
+                            size_t bytes)
+{
+    for (size_t w = 0; w < fused_nwords(bytes); w++)
+        /* a word's upper half is a 32-bit flag of its own */
+        if ((uint32_t)(__atomic_load_n(&words[w], __ATOMIC_ACQUIRE) >> 32) != seq &&
+            !fused_wait(c, (volatile uint32_t *)&words[w] + 1, seq))
+            return 0;
+    fused_words_get(words, dst, bytes);
     return 1;
 }
 
-/* Writes the bytes of src as nw words of seq and 4 bytes of data. */
-static void fused_put_words(uint64_t *words, size_t nw, uint32_t seq, const void *src,
-                            size_t bytes)
+/* Writes the bytes of src as words of seq and 4 bytes of data. */
+static void fused_put_words(uint64_t *words, uint32_t seq, const void *src, size_t bytes)
 {
     const char *p = src;
     const uint64_t tag = (uint64_t)seq << 32;
-    for (size_t w = 0; w < nw; w++) {
+    for (size_t w = 0; w < fused_nwords(bytes); w++) {
         uint32_t x = 0;
         if (4 * w + 4 <= bytes)
             memcpy(&x, p + 4 * w, 4);
@@ -405,6 +449,16 @@ static void fused_put_words(uint64_t *words, size_t nw, uint32_t seq, const void
             memcpy(&x, p + 4 * w, bytes - 4 * w);
         __atomic_store_n(&words[w], tag | x, __ATOMIC_RELAXED);
     }
+}
+
+/* After the exchange: the other n - 1 vectors of the exchange's buffer go
+ * to the kernel, each from a word of its own. */
+static void fused_put_others(struct fused *f, int n, uint32_t seq, size_t bytes)
+{
+    const size_t W = fused_nwords(bytes);
+    for (int j = 1; j < n; j++)
+        fused_put_words(fused_in(f) + (size_t)(j - 1) * W, seq, fused_tmp(f) + (size_t)j * bytes,
+                        bytes);
 }
 
 /* The family's fused state, made on first use; NULL when the fused path is
@@ -434,15 +488,37 @@ static struct fused *fused_get(struct fc_comm *c, int dev)
     return f && f->use && !f->busy && f->device == dev ? f : NULL;
 }
 
-/* The call failed after the launch: the kernel gives up, the family's fused
- * path retires (receives of a failed exchange may still land in the
- * vectors), the communicator breaks unless the call is to run staged. */
-static void fused_retire(struct fc_comm *c, struct fused *f, uint32_t seq)
+/* Lock held: every kernel up to seq gives up (the abort watermark), the
+ * family's fused path retires (receives of a failed exchange may still land
+ * in its buffers) and its claim ends. */
+static void fused_retire_locked(struct fused *f, uint32_t seq)
 {
-    __atomic_store_n(&((volatile uint32_t *)f->mem)[3], seq, __ATOMIC_RELEASE);
-    pthread_mutex_lock(&c->sh->lock);
+    __atomic_store_n(&fused_flags(f)[3], seq, __ATOMIC_RELEASE);
     f->use = 0;
+    f->busy = 0;
+    f->pending = 0;
+}
+
+/* A call failed after its seq was taken: fused_retire_locked, and unless rc
+ * is FC_SUCCESS (nothing was sent: the call runs staged) the communicator
+ * breaks with rc, this rank having left the sequence. */
+static void fused_fail(struct fc_comm *c, struct fused *f, uint32_t seq, fc_result_t rc)
+{
+    pthread_mutex_lock(&c->sh->lock);
+    fused_retire_locked(f, seq);
+    if (rc != FC_SUCCESS && c->broken == FC_SUCCESS) {
+        c->broken = rc;
+        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
+    }
     pthread_mutex_unlock(&c->sh->lock);
+}
+
+/* The call is over: the family's buffers are free for the next one. */
+static void fused_release(struct comm_shared *sh, struct fused *f)
+{
+    pthread_mutex_lock(&sh->lock);
+    f->busy = 0;
+    pthread_mutex_unlock(&sh->lock);
 }
 
 /* The family's fused state for this call, marked busy, or NULL when the
@@ -468,7 +544,7 @@ static struct fused *fused_claim(struct fc_comm *c, const struct coll_args *a,
     pthread_mutex_lock(&sh->lock);
     struct fused *f = sh->fused;
     if (f && f->busy && f->pending &&
-        __atomic_load_n(&((volatile uint32_t *)f->mem)[2], __ATOMIC_ACQUIRE) == f->pending) {
+        __atomic_load_n(&fused_flags(f)[2], __ATOMIC_ACQUIRE) == f->pending) {
         f->busy = 0; /* the stream-ordered call's kernel is done */
         f->pending = 0;
     }
@@ -485,7 +561,7 @@ static uint32_t fused_next(struct fused *f)
 {
     if (++f->seq == 0)
         f->seq = 1;
-    __atomic_store_n(&((volatile uint32_t *)f->mem)[3], f->seq - 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&fused_flags(f)[3], f->seq - 1, __ATOMIC_RELEASE);
     return f->seq;
 }
 
@@ -495,38 +571,31 @@ int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const voi
     struct fused *f = fused_claim(c, a, sendbuf, recvbuf);
     if (!f)
         return 0;
-    struct comm_shared *sh = c->sh;
     const int dev = f->device;
     const size_t bytes = a->count * a->esize;
-    volatile uint32_t *flags = (volatile uint32_t *)f->mem;
-    uint64_t *out = (uint64_t *)((char *)f->mem + FUSED_FLAGS), *in = out + FUSED_OUT_WORDS;
-    char *tmp = (char *)(in + FUSED_IN_WORDS);
-    const size_t W = (bytes + 3) / 4;
+    char *tmp = fused_tmp(f);
     const uint32_t seq = fused_next(f);
     double t_launch = comm_now();
-    int fused = 1, queued = 0;
-    *rc = gpu_fused_allreduce(f->stream, f->ev, NULL, sendbuf, recvbuf, out, in, flags, seq,
-                              c->size, c->rank, a->count, a->dt, a->op,
-                              c->cfg.gpu_fused == CFG_FUSED_AUTO ? &queued : NULL);
+    int queued = 0;
+    *rc = gpu_fused_allreduce(f->stream, f->ev, NULL, sendbuf, recvbuf, fused_out(f),
+                              fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
+                              a->dt, a->op, c->cfg.gpu_fused == CFG_FUSED_AUTO ? &queued : NULL);
     const double t_launched = comm_now();
-    if (*rc == FC_SUCCESS)
-        f->kseq = seq;
     if (*rc != FC_SUCCESS) {
         /* nothing sent yet: this call and the later ones run staged */
         FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
                 fc_last_error());
-        fused_retire(c, f, seq);
-        *rc = FC_SUCCESS;
-        fused = 0;
-        goto out;
+        fused_fail(c, f, seq, *rc = FC_SUCCESS);
+        return 0;
     }
+    f->kseq = seq;
     struct fc_request *r = NULL;
     uint64_t tb;
     *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL, tmp,
                           &r, &tb);
     if (*rc != FC_SUCCESS)
         goto give_up;
-    if (!fused_wait_words(c, out, W, seq, tmp, bytes)) {
+    if (!fused_wait_words(c, fused_out(f), seq, tmp, bytes)) {
         comm_request_free(r);
         *rc = FC_ERR(FC_ERR_TIMEOUT,
                      "allreduce #%llu: the fused kernel on GPU %d did not start within %.0f s "
@@ -542,9 +611,8 @@ int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const voi
     if (*rc != FC_SUCCESS)
         goto give_up;
     double t_go = comm_now();
-    for (int j = 1; j < c->size; j++) /* each vector from a word of its own */
-        fused_put_words(in + (size_t)(j - 1) * W, W, seq, tmp + (size_t)j * bytes, bytes);
-    if (!fused_wait(c, &flags[2], seq)) {
+    fused_put_others(f, c->size, seq, bytes);
+    if (!fused_wait(c, &fused_flags(f)[2], seq)) {
         *rc = FC_ERR(FC_ERR_TIMEOUT,
                      "allreduce #%llu: the fused kernel on GPU %d did not finish its reduction "
                      "within %.0f s (FC_TIMEOUT)",
@@ -561,26 +629,19 @@ int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const voi
     if (!queued)
         f->slow = gpu_us > FUSED_SLOW_US ? f->slow + 1 : 0;
     if (f->slow >= FUSED_SLOW_CALLS && c->cfg.gpu_fused == CFG_FUSED_AUTO) {
-        pthread_mutex_lock(&sh->lock);
+        pthread_mutex_lock(&c->sh->lock);
         f->use = 0;
-        pthread_mutex_unlock(&sh->lock);
+        pthread_mutex_unlock(&c->sh->lock);
         FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU %d, %d "
                 "calls in a row (a GPU shared by processes without MPS?): small device "
                 "allreduces take the staged path from now on (FC_GPU_FUSED=on keeps the "
                 "kernel)", gpu_us, dev, FUSED_SLOW_CALLS);
     }
-    goto out;
+    fused_release(c->sh, f);
+    return 1;
 give_up:
-    fused_retire(c, f, seq);
-    if (c->broken == FC_SUCCESS) {
-        c->broken = *rc;
-        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
-    }
-out:
-    pthread_mutex_lock(&sh->lock);
-    f->busy = 0;
-    pthread_mutex_unlock(&sh->lock);
-    return fused;
+    fused_fail(c, f, seq, *rc);
+    return 1;
 }
 
 /* ---- the fused kernel for stream-ordered calls -----------------------------
@@ -596,9 +657,6 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     if (!f)
         return 0;
     struct comm_shared *sh = c->sh;
-    volatile uint32_t *flags = (volatile uint32_t *)f->mem;
-    uint64_t *out = (uint64_t *)((char *)f->mem + FUSED_FLAGS), *in = out + FUSED_OUT_WORDS;
-    char *tmp = (char *)(in + FUSED_IN_WORDS);
     /* what can fail without a trace goes first: then the usual path */
     gpu_event_t *ev = NULL;
     pthread_mutex_lock(&sh->lock);
@@ -607,80 +665,46 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     if (*rc == FC_SUCCESS)
         *rc = gpu_event_get(f->device, &ev);
     if (*rc != FC_SUCCESS) {
-        /* the usual path meets the same trouble and says so */
-        pthread_mutex_lock(&sh->lock);
-        f->busy = 0;
-        pthread_mutex_unlock(&sh->lock);
+        fused_release(sh, f); /* the usual path meets the same trouble and says so */
         return 0;
     }
     const uint32_t seq = fused_next(f);
     void *const caller = stream;
-    *rc = gpu_fused_allreduce(f->stream, f->ev, &caller, sendbuf, recvbuf, out, in, flags, seq,
-                              c->size, c->rank, a->count, a->dt, a->op, NULL);
-    if (*rc == FC_SUCCESS) {
-        f->kseq = seq;
-        /* after the kernel: tells a kernel that will never put its vector
-         * out (an earlier failure on the stream) from one still queued */
-        *rc = gpu_event_record_raw(ev, stream);
-        if (*rc != FC_SUCCESS)
-            goto broken;
-    } else {
+    *rc = gpu_fused_allreduce(f->stream, f->ev, &caller, sendbuf, recvbuf, fused_out(f),
+                              fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
+                              a->dt, a->op, NULL);
+    if (*rc != FC_SUCCESS) {
         /* nothing queued, nothing sent: this call and the later ones run
          * the usual way */
         FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
                 fc_last_error());
         gpu_event_put(ev);
-        fused_retire(c, f, seq);
-        pthread_mutex_lock(&sh->lock);
-        f->busy = 0;
-        pthread_mutex_unlock(&sh->lock);
+        fused_fail(c, f, seq, *rc = FC_SUCCESS);
         return 0;
     }
+    f->kseq = seq;
+    /* after the kernel: tells a kernel that will never put its vector out
+     * (an earlier failure on the stream) from one still queued */
+    *rc = gpu_event_record_raw(ev, stream);
     struct fc_request *r = NULL;
     uint64_t tb;
     uint32_t v;
-    *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL, tmp,
-                          &r, &tb);
+    if (*rc == FC_SUCCESS)
+        *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL,
+                              fused_tmp(f), &r, &tb);
     if (*rc == FC_SUCCESS) {
-        r->stream = stream;
-        r->tagbase = tb;
-        r->sendbuf = NULL;
-        r->recvbuf = tmp;
         r->fused = seq;
         r->ready = ev;
-        if ((*rc = stream_enqueue(c, r, f->device, &v)) == FC_SUCCESS)
+        *rc = stream_enqueue(c, r, stream, tb, NULL, fused_tmp(f), f->device, &v);
+        if (*rc == FC_SUCCESS)
             return 1;
         pthread_mutex_lock(&sh->lock); /* a reused schedule's scratch is the family's */
         comm_request_free(r);
         pthread_mutex_unlock(&sh->lock);
     }
-broken:
     /* the kernel is queued: it gives up; this rank left the sequence */
     gpu_event_put(ev);
-    fused_retire(c, f, seq);
-    pthread_mutex_lock(&sh->lock);
-    f->busy = 0;
-    if (c->broken == FC_SUCCESS) {
-        c->broken = *rc;
-        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
-    }
-    pthread_mutex_unlock(&sh->lock);
-    return 1;
-}
-
-/* Whether the vector's words all carry r's seq; if so, their data goes to
- * the exchange's buffer. */
-static int fused_words_out(struct fc_request *r, const uint64_t *out)
-{
-    const size_t bytes = r->key.count * r->key.esize, W = (bytes + 3) / 4;
-    for (size_t w = 0; w < W; w++)
-        if ((uint32_t)(__atomic_load_n(&out[w], __ATOMIC_ACQUIRE) >> 32) != r->fused)
-            return 0;
-    char *d = r->recvbuf;
-    for (size_t w = 0; w < W; w++) {
-        const uint32_t x = (uint32_t)__atomic_load_n(&out[w], __ATOMIC_RELAXED);
-        memcpy(d + 4 * w, &x, 4 * w + 4 <= bytes ? 4 : bytes - 4 * w);
-    }
+    fused_fail(c, f, seq, *rc);
     return 1;
 }
 
@@ -690,18 +714,22 @@ static int fused_words_out(struct fc_request *r, const uint64_t *out)
 static int fused_stream_ready(struct fc_request *r)
 {
     struct fused *f = r->comm->sh->fused;
-    const uint64_t *out = (const uint64_t *)((char *)f->mem + FUSED_FLAGS);
-    if (fused_words_out(r, out))
-        return 1;
-    int e = gpu_event_done(r->ready);
-    if (e == 0)
-        return 0;
-    if (e > 0 && fused_words_out(r, out))
-        return 1;
-    if (e > 0)
-        FC_ERR(FC_ERR_CUDA, "the fused kernel on GPU %d ended without putting its vector out",
-               f->device);
-    return -1;
+    const size_t bytes = r->key.count * r->key.esize;
+    int e = 0;
+    if (!fused_words_have(fused_out(f), bytes, r->fused)) {
+        e = gpu_event_done(r->ready);
+        if (e == 0)
+            return 0;
+        if (e < 0 || !fused_words_have(fused_out(f), bytes, r->fused)) {
+            if (e > 0)
+                FC_ERR(FC_ERR_CUDA,
+                       "the fused kernel on GPU %d ended without putting its vector out",
+                       f->device);
+            return -1;
+        }
+    }
+    fused_words_get(fused_out(f), r->recvbuf, bytes);
+    return 1;
 }
 
 /* Lock held: the stream's exchange is over. Success: the other vectors go
@@ -711,18 +739,10 @@ static void fused_stream_done(struct fc_request *r)
 {
     struct fc_comm *c = r->comm;
     struct fused *f = c->sh->fused;
-    if (r->result == FC_SUCCESS) {
-        const size_t bytes = r->key.count * r->key.esize, W = (bytes + 3) / 4;
-        uint64_t *in = (uint64_t *)((char *)f->mem + FUSED_FLAGS) + FUSED_OUT_WORDS;
-        const char *tmp = r->recvbuf;
-        for (int j = 1; j < c->size; j++)
-            fused_put_words(in + (size_t)(j - 1) * W, W, r->fused, tmp + (size_t)j * bytes,
-                            bytes);
-        f->pending = r->fused;
+    if (r->result != FC_SUCCESS) {
+        fused_retire_locked(f, r->fused);
         return;
     }
-    __atomic_store_n(&((volatile uint32_t *)f->mem)[3], r->fused, __ATOMIC_RELEASE);
-    f->use = 0;
-    f->busy = 0;
-    f->pending = 0;
+    fused_put_others(f, c->size, r->fused, r->key.count * r->key.esize);
+    f->pending = r->fused;
 }

@@ -453,15 +453,6 @@ fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, void *const *c
     return rc;
 }
 
-int gpu_stream_idle(gpu_stream_t *s)
-{
-    if (ctx_push(s->device) != FC_SUCCESS)
-        return -1;
-    CUresult r = cu.cuStreamQuery(s->s);
-    ctx_pop();
-    return r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : -1;
-}
-
 /* CU_DEVICE_ATTRIBUTE_MPS_ENABLED by number: headers before CUDA 12.4 lack
  * the name, and older drivers answer CUDA_ERROR_INVALID_VALUE */
 #define FC_CU_ATTR_MPS_ENABLED ((CUdevice_attribute)133)
@@ -780,7 +771,6 @@ fc_result_t gpu_fused_allreduce(gpu_stream_t *st, gpu_event_t *e, void *const *c
                                 int *w)
 { (void)st; (void)e; (void)cs; (void)s; (void)r; (void)o; (void)i; (void)f; (void)q; (void)n;
   (void)k; (void)c; (void)dt; (void)op; (void)w; NOCUDA; }
-int gpu_stream_idle(gpu_stream_t *s) { (void)s; return -1; }
 int gpu_device_mps(int d) { (void)d; return 0; }
 fc_result_t gpu_event_get(int d, gpu_event_t **o) { (void)d; (void)o; NOCUDA; }
 void gpu_event_put(gpu_event_t *e) { (void)e; }

@@ -69,8 +69,6 @@ fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, void *const *c
                                 const void *send, void *recv, uint64_t *out, const uint64_t *in,
                                 volatile uint32_t *flags, uint32_t seq, int n, int rank,
                                 size_t count, fc_datatype_t dt, fc_op_t op, int *queued);
-/* 1 when everything queued on s is done, 0 while not, -1 on a CUDA error. */
-int gpu_stream_idle(gpu_stream_t *s);
 /* 1 when contexts on the device are shared through MPS. */
 int gpu_device_mps(int device);
 

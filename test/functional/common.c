@@ -71,6 +71,20 @@ void ft_fail(struct ft *t, const char *file, int line, const char *fmt, ...)
             line, msg);
 }
 
+int ft_skip(struct ft *t, const char *why)
+{
+    if (t->rank == 0)
+        printf("%s: not run: %s\n", t->name, why);
+    fc_comm_destroy(t->comm);
+    return FT_SKIP;
+}
+
+double ft_timeout(void)
+{
+    const char *lim = getenv("FC_TIMEOUT");
+    return lim ? atof(lim) : 300;
+}
+
 int ft_finish(struct ft *t)
 {
     fc_result_t rc = fc_comm_destroy(t->comm);

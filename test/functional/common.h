@@ -28,6 +28,11 @@ struct ft {
 void ft_init(struct ft *t, const char *name);
 /* Destroys the communicator; returns the exit code (0 when no failure). */
 int ft_finish(struct ft *t);
+/* A test that cannot run here: rank 0 says why ("<name>: not run: why"),
+ * the communicator goes; returns FT_SKIP for main to return. */
+int ft_skip(struct ft *t, const char *why);
+/* The ranks' FC_TIMEOUT in seconds (300 when unset), for tests that time it. */
+double ft_timeout(void);
 
 /* Records a failure with its location; keeps going (up to a limit). */
 void ft_fail(struct ft *t, const char *file, int line, const char *fmt, ...)

@@ -134,12 +134,8 @@ int main(void)
     fc_comm_attr_t attr;
     FT_OK(&t, fc_comm_query(t.comm, &attr));
     const char *why = NULL;
-    if (gu_init(attr.local_rank, &why) != 0) {
-        if (t.rank == 0)
-            printf("gpu_collectives: not run: %s\n", why);
-        fc_comm_destroy(t.comm);
-        return FT_SKIP;
-    }
+    if (gu_init(attr.local_rank, &why) != 0)
+        return ft_skip(&t, why);
     if (t.rank == 0)
         printf("gpu_collectives: %d ranks, %d GPU(s) here, provider %s, device buffers %s\n",
                t.size, gu_device_count(), attr.provider,

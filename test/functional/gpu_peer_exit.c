@@ -19,19 +19,11 @@ int main(void)
     fc_comm_attr_t attr;
     FT_OK(&t, fc_comm_query(t.comm, &attr));
     const char *why = NULL;
-    if (gu_init(attr.local_rank, &why) != 0) {
-        if (t.rank == 0)
-            printf("gpu_peer_exit: not run: %s\n", why);
-        fc_comm_destroy(t.comm);
-        return FT_SKIP;
-    }
-    if (t.size < 2) {
-        printf("gpu_peer_exit: not run: needs at least 2 ranks\n");
-        fc_comm_destroy(t.comm);
-        return FT_SKIP;
-    }
-    const char *lim = getenv("FC_TIMEOUT");
-    double limit = lim ? atof(lim) : 300;
+    if (gu_init(attr.local_rank, &why) != 0)
+        return ft_skip(&t, why);
+    if (t.size < 2)
+        return ft_skip(&t, "needs at least 2 ranks");
+    const double limit = ft_timeout();
     float *d = gu_alloc(64);
     FT_CHECK(&t, d != NULL, "no device memory");
     float one[2] = {1, 2};

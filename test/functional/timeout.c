@@ -11,13 +11,9 @@ int main(void)
 {
     struct ft t;
     ft_init(&t, "timeout");
-    if (t.size < 2) {
-        printf("timeout: not run: needs at least 2 ranks\n");
-        fc_comm_destroy(t.comm);
-        return FT_SKIP;
-    }
-    const char *lim = getenv("FC_TIMEOUT");
-    double limit = lim ? atof(lim) : 300;
+    if (t.size < 2)
+        return ft_skip(&t, "needs at least 2 ranks");
+    const double limit = ft_timeout();
     if (t.rank == 0) {
         float x[16] = {0};
         double t0 = ft_now();

@@ -214,57 +214,45 @@ struct opts {
 
 static void *gstream; /* -S: the stream of the stream-ordered calls */
 
-static fc_result_t run_stream(enum coll c, void *sb, void *rb, size_t count, const struct opts *o,
-                              fc_comm_t comm, int rank)
-{
-    void *s = o->inplace ? rb : sb;
-    size_t es = fc_datatype_size(o->dt);
-    fc_result_t rc;
-    switch (c) {
-    case ALLREDUCE: rc = fc_allreduce_stream(s, rb, count, o->dt, o->op, comm, gstream); break;
-    case BCAST:
-        rc = fc_broadcast_stream(rank == o->root ? s : NULL, rb, count, o->dt, o->root, comm,
-                                 gstream);
-        break;
-    case REDUCE: rc = fc_reduce_stream(s, rb, count, o->dt, o->op, o->root, comm, gstream); break;
-    case ALLGATHER:
-        rc = fc_allgather_stream(o->inplace ? (char *)rb + (size_t)rank * count * es : sb, rb,
-                                 count, o->dt, comm, gstream);
-        break;
-    case REDUCE_SCATTER:
-        rc = fc_reduce_scatter_stream(sb, o->inplace ? (char *)sb + (size_t)rank * count * es : rb,
-                                      count, o->dt, o->op, comm, gstream);
-        break;
-    default: return FC_ERR_INVALID_ARGUMENT;
-    }
-    if (rc == FC_SUCCESS && gu_stream_sync(gstream) != 0)
-        rc = FC_ERR_CUDA;
-    return rc;
-}
-
+/* One call of collective c: the plain call, or with -S its stream-ordered
+ * twin on gstream followed by a stream synchronize. */
 static fc_result_t run_once(enum coll c, void *sb, void *rb, size_t count, const struct opts *o,
                             fc_comm_t comm, int rank, int n)
 {
-    void *s = o->inplace ? rb : sb;
-    if (o->stream)
-        return run_stream(c, sb, rb, count, o, comm, rank);
+    void *s = o->inplace ? rb : sb, *st = gstream;
+    const size_t mine = (size_t)rank * count * fc_datatype_size(o->dt);
+    void *ag_send = o->inplace ? (char *)rb + mine : sb; /* allgather's block */
+    void *rs_recv = o->inplace ? (char *)sb + mine : rb; /* reduce_scatter's */
+    void *root_send = rank == o->root ? s : NULL;
+    fc_result_t rc;
     switch (c) {
-    case ALLREDUCE: return fc_allreduce(s, rb, count, o->dt, o->op, comm);
-    case BCAST: return fc_broadcast(rank == o->root ? s : NULL, rb, count, o->dt, o->root, comm);
-    case REDUCE: return fc_reduce(s, rb, count, o->dt, o->op, o->root, comm);
+    case ALLREDUCE:
+        rc = o->stream ? fc_allreduce_stream(s, rb, count, o->dt, o->op, comm, st)
+                       : fc_allreduce(s, rb, count, o->dt, o->op, comm);
+        break;
+    case BCAST:
+        rc = o->stream ? fc_broadcast_stream(root_send, rb, count, o->dt, o->root, comm, st)
+                       : fc_broadcast(root_send, rb, count, o->dt, o->root, comm);
+        break;
+    case REDUCE:
+        rc = o->stream ? fc_reduce_stream(s, rb, count, o->dt, o->op, o->root, comm, st)
+                       : fc_reduce(s, rb, count, o->dt, o->op, o->root, comm);
+        break;
     case ALLGATHER:
-        return fc_allgather(o->inplace ? (char *)rb + (size_t)rank * count * fc_datatype_size(o->dt)
-                                       : sb,
-                            rb, count, o->dt, comm);
+        rc = o->stream ? fc_allgather_stream(ag_send, rb, count, o->dt, comm, st)
+                       : fc_allgather(ag_send, rb, count, o->dt, comm);
+        break;
     case REDUCE_SCATTER:
-        return fc_reduce_scatter(sb, o->inplace ? (char *)sb + (size_t)rank * count *
-                                                               fc_datatype_size(o->dt)
-                                                : rb,
-                                 count, o->dt, o->op, comm);
-    case ALLTOALL: return fc_alltoall(s, rb, count, o->dt, comm);
+        rc = o->stream ? fc_reduce_scatter_stream(sb, rs_recv, count, o->dt, o->op, comm, st)
+                       : fc_reduce_scatter(sb, rs_recv, count, o->dt, o->op, comm);
+        break;
+    case ALLTOALL: return fc_alltoall(s, rb, count, o->dt, comm); /* -S refuses these two */
     case BARRIER: return fc_barrier(comm);
     default: return FC_ERR_INVALID_ARGUMENT;
     }
+    if (rc == FC_SUCCESS && o->stream && gu_stream_sync(st) != 0)
+        rc = FC_ERR_CUDA;
+    return rc;
     (void)n;
 }
 
