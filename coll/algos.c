@@ -13,8 +13,7 @@ extern const struct coll_algo coll_allreduce_rabenseifner, coll_bcast_scatter_al
 
 const struct coll_algo *const coll_algos[] = {
     &coll_allreduce_ring,
-    &coll_allreduce_gather, /* before rd: at 2 ranks they tie, and gather's
-                               exchange is what device buffers run fused */
+    &coll_allreduce_gather, /* before rd, for its tie_margin */
     &coll_allreduce_rd,
     &coll_allreduce_rabenseifner,
     &coll_bcast_binomial,

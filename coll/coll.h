@@ -64,6 +64,10 @@ struct coll_algo {
     fc_result_t (*build)(struct sched *s, const struct coll_args *a);
     /* Predicted time (s) for these arguments, for the tuner. */
     double (*cost)(const struct coll_args *a, const struct coll_cost *c);
+    /* Once this algorithm is the cheapest so far, a later one in the table
+     * must predict below (1 - tie_margin) times its cost to displace it
+     * (0: any lower prediction does). */
+    double tie_margin;
 };
 
 const char *coll_kind_name(enum coll_kind k); /* "allreduce", "bcast", ... */

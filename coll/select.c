@@ -175,7 +175,7 @@ const struct coll_algo *coll_select_by_cost(const struct coll_tuning *t,
         if (al->kind != a->kind || (al->check && !al->check(a)))
             continue;
         double c = al->cost ? al->cost(a, &t->cost) : 1e30;
-        if (!best || c < best_cost) {
+        if (!best || c < best_cost * (1 - best->tie_margin)) {
             best = al;
             best_cost = c;
         }

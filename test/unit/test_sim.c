@@ -3,12 +3,14 @@
  * The schedule simulator (src/sim.c, what fc_sim runs): its timing model on
  * hand-built schedules, its detection of schedules that disagree, and every
  * algorithm's schedules agreeing at sizes up to 4096 ranks.
+ * Also the tuner's tie between gather and rd.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
 #include "coll.h"
+#include "select.h"
 #include "sim.h"
 
 static const double A = 2e-6, B = 1e-9, G = 0.5e-9;
@@ -251,4 +253,28 @@ Test(sim, models_match_simulation)
         /* pipelined: 16 chunks of 64 KiB */
         model_close_c("bcast", "chain", n, 1 << 18, 0.05, 65536);
     }
+}
+
+/* The tuner with the shm profile's cost parameters: small allreduces at
+ * powers of two tie between gather and rd by a few bytes of beta, and the
+ * tie is gather's (its tie_margin), while any real difference is not. */
+Test(select, small_allreduce_ties_go_to_gather)
+{
+    extern const struct coll_algo coll_allreduce_gather, coll_allreduce_rd;
+    struct coll_cost cc = {.alpha = 2e-6, .beta = 1.0 / 12e9, .gamma = 1.0 / 20e9};
+    struct coll_tuning t;
+    coll_tuning_init(&t, &cc);
+    for (int n = 2; n <= 8; n++) {
+        struct coll_args a = args_for(COLL_ALLREDUCE, n, 2, 0);
+        cr_assert_eq(coll_select(&t, &a, NULL), &coll_allreduce_gather,
+                     "8-byte allreduce at %d ranks: %s, not gather", n,
+                     coll_select(&t, &a, NULL)->name);
+        if (n == 4 || n == 8) /* rd predicts a hair less: the margin decides */
+            cr_assert_lt(coll_allreduce_rd.cost(&a, &cc), coll_allreduce_gather.cost(&a, &cc));
+    }
+    struct coll_args a = args_for(COLL_ALLREDUCE, 4, 512, 0); /* 2 KiB: rd by 6% */
+    cr_assert_eq(coll_select(&t, &a, NULL), &coll_allreduce_rd, "2 KiB at 4 ranks: %s",
+                 coll_select(&t, &a, NULL)->name);
+    a = args_for(COLL_ALLREDUCE, 4, 2 << 20, 0); /* 8 MiB: the margin is gather's alone */
+    cr_assert_str_eq(coll_select(&t, &a, NULL)->name, "rabenseifner");
 }
