@@ -315,7 +315,8 @@ struct fused {
     int busy;
     int slow;                /* calls in a row above FUSED_SLOW_US */
     uint32_t seq;
-    uint32_t pending;        /* a stream-ordered call's seq: busy until its kernel is done */
+    uint32_t pending;        /* the last stream-ordered kernel's seq: busy until it is done */
+    void *chain;             /* the caller's stream of that kernel (and of the earlier ones) */
     uint32_t kseq;           /* the last kernel launched (it writes flags[4] as it leaves) */
     void *mem;               /* pinned: FUSED_MEM bytes */
     gpu_stream_t *stream;    /* the kernels' */
@@ -523,10 +524,18 @@ static void fused_release(struct comm_shared *sh, struct fused *f)
 
 /* The family's fused state for this call, marked busy, or NULL when the
  * call is not for the fused path (too big, not device buffers of one GPU,
- * another algorithm, off, busy). */
+ * another algorithm, off, busy). stream: NULL for a blocking call, else the
+ * stream-ordered call's stream; *chained is then set when the buffers are
+ * busy with stream-ordered kernels on that same stream: this call's kernel
+ * goes after them. That is safe with one set of buffers because the stream
+ * runs kernel k+1 only once kernel k is done, and kernel k is done only
+ * once its exchange is over and the host has written the others' vectors
+ * in: nobody touches kernel k's words or the exchange's buffer after that. */
 static struct fused *fused_claim(struct fc_comm *c, const struct coll_args *a,
-                                 const void *sendbuf, const void *recvbuf)
+                                 const void *sendbuf, const void *recvbuf,
+                                 void *const *stream, int *chained)
 {
+    *chained = 0;
     const size_t bytes = a->count * a->esize;
     if (c->cfg.gpu_fused == CFG_FUSED_OFF || c->size < 2 || c->size > 64 || !bytes ||
         bytes > FUSED_MAX / (size_t)c->size || c->broken != FC_SUCCESS)
@@ -545,36 +554,44 @@ static struct fused *fused_claim(struct fc_comm *c, const struct coll_args *a,
     struct fused *f = sh->fused;
     if (f && f->busy && f->pending &&
         __atomic_load_n(&fused_flags(f)[2], __ATOMIC_ACQUIRE) == f->pending) {
-        f->busy = 0; /* the stream-ordered call's kernel is done */
+        f->busy = 0; /* the stream-ordered calls' last kernel is done */
         f->pending = 0;
     }
-    f = fused_get(c, ps.device);
-    if (f)
-        f->busy = 1;
+    if (f && f->busy && f->pending && stream && f->chain == *stream && f->use &&
+        f->device == ps.device) {
+        *chained = 1;
+    } else {
+        f = fused_get(c, ps.device);
+        if (f)
+            f->busy = 1;
+    }
     pthread_mutex_unlock(&sh->lock);
     return f;
 }
 
-/* The next call's seq (never 0: a word of zeros is never valid); earlier
- * kernels' abort watermark. */
-static uint32_t fused_next(struct fused *f)
+/* The next call's seq (never 0: a word of zeros is never valid). Unless
+ * the call is chained behind kernels still at work, every earlier kernel
+ * is past the abort watermark (none should still be queued). */
+static uint32_t fused_next(struct fused *f, int chained)
 {
     if (++f->seq == 0)
         f->seq = 1;
-    __atomic_store_n(&fused_flags(f)[3], f->seq - 1, __ATOMIC_RELEASE);
+    if (!chained)
+        __atomic_store_n(&fused_flags(f)[3], f->seq - 1, __ATOMIC_RELEASE);
     return f->seq;
 }
 
 int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                          void *recvbuf, fc_result_t *rc)
 {
-    struct fused *f = fused_claim(c, a, sendbuf, recvbuf);
+    int chained;
+    struct fused *f = fused_claim(c, a, sendbuf, recvbuf, NULL, &chained);
     if (!f)
         return 0;
     const int dev = f->device;
     const size_t bytes = a->count * a->esize;
     char *tmp = fused_tmp(f);
-    const uint32_t seq = fused_next(f);
+    const uint32_t seq = fused_next(f, 0);
     double t_launch = comm_now();
     int queued = 0;
     *rc = gpu_fused_allreduce(f->stream, f->ev, NULL, sendbuf, recvbuf, fused_out(f),
@@ -653,7 +670,8 @@ give_up:
 static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                         void *recvbuf, void *stream, fc_result_t *rc)
 {
-    struct fused *f = fused_claim(c, a, sendbuf, recvbuf);
+    int chained;
+    struct fused *f = fused_claim(c, a, sendbuf, recvbuf, &stream, &chained);
     if (!f)
         return 0;
     struct comm_shared *sh = c->sh;
@@ -665,10 +683,11 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     if (*rc == FC_SUCCESS)
         *rc = gpu_event_get(f->device, &ev);
     if (*rc != FC_SUCCESS) {
-        fused_release(sh, f); /* the usual path meets the same trouble and says so */
+        if (!chained) /* (chained: the earlier kernels keep the buffers) */
+            fused_release(sh, f); /* the usual path meets the same trouble and says so */
         return 0;
     }
-    const uint32_t seq = fused_next(f);
+    const uint32_t seq = fused_next(f, chained);
     void *const caller = stream;
     *rc = gpu_fused_allreduce(f->stream, f->ev, &caller, sendbuf, recvbuf, fused_out(f),
                               fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
@@ -679,10 +698,19 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
         FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
                 fc_last_error());
         gpu_event_put(ev);
-        fused_fail(c, f, seq, *rc = FC_SUCCESS);
+        *rc = FC_SUCCESS;
+        if (chained) { /* the earlier kernels finish their calls */
+            pthread_mutex_lock(&sh->lock);
+            f->use = 0;
+            pthread_mutex_unlock(&sh->lock);
+        } else {
+            fused_fail(c, f, seq, FC_SUCCESS);
+        }
         return 0;
     }
     f->kseq = seq;
+    f->pending = seq;
+    f->chain = stream;
     /* after the kernel: tells a kernel that will never put its vector out
      * (an earlier failure on the stream) from one still queued */
     *rc = gpu_event_record_raw(ev, stream);
@@ -716,6 +744,11 @@ static int fused_stream_ready(struct fc_request *r)
     struct fused *f = r->comm->sh->fused;
     const size_t bytes = r->key.count * r->key.esize;
     int e = 0;
+    if ((int32_t)(__atomic_load_n(&fused_flags(f)[3], __ATOMIC_ACQUIRE) - r->fused) >= 0) {
+        FC_ERR(FC_ERR_CUDA, "an earlier fused small allreduce on this stream failed, and this "
+               "call's kernel on GPU %d gave up with it", f->device);
+        return -1;
+    }
     if (!fused_words_have(fused_out(f), bytes, r->fused)) {
         e = gpu_event_done(r->ready);
         if (e == 0)
@@ -740,9 +773,8 @@ static void fused_stream_done(struct fc_request *r)
     struct fc_comm *c = r->comm;
     struct fused *f = c->sh->fused;
     if (r->result != FC_SUCCESS) {
-        fused_retire_locked(f, r->fused);
+        fused_retire_locked(f, f->seq); /* the kernels chained behind it too */
         return;
     }
     fused_put_others(f, c->size, r->fused, r->key.count * r->key.esize);
-    f->pending = r->fused;
 }

@@ -325,6 +325,36 @@ int main(void)
         gu_free(dx);
         gu_free(dy);
     }
+    /* 16 small stream-ordered allreduces queued on one stream with no
+     * synchronization between them, as a training step queues them: the
+     * fused kernels chain behind each other on the stream, sharing one set
+     * of buffers; the last result must carry every step */
+    {
+        enum { STEPS = 16, LEN = 5 };
+        int64_t *da = gu_alloc(LEN * 8), *db = gu_alloc(LEN * 8), x[LEN];
+        for (int i = 0; i < LEN; i++)
+            x[i] = t.rank + 1 + i;
+        memcpy(p_in, x, sizeof(x));
+        gu_copy_async(da, p_in, sizeof(x), st);
+        for (int s = 0; s < STEPS; s++)
+            FT_OK(&t, fc_allreduce_stream(s % 2 ? db : da, s % 2 ? da : db, LEN, FC_INT64, FC_SUM,
+                                          t.comm, st));
+        gu_copy_async(p_out, da, sizeof(x), st); /* STEPS is even: the last output is da */
+        FT_CHECK(&t, gu_stream_sync(st) == 0, "synchronizing the chain's stream");
+        memcpy(x, p_out, sizeof(x));
+        int64_t n = t.size, pw = 1;
+        for (int s = 1; s < STEPS; s++)
+            pw *= n;
+        for (int i = 0; i < LEN; i++) {
+            /* step 1 gives the sum of rank + 1 + i, each later step times n */
+            int64_t want = (n * (n + 1) / 2 + n * i) * pw;
+            FT_CHECK(&t, x[i] == want,
+                     "stream-ordered chain of %d small allreduces: [%d] = %lld, expected %lld",
+                     STEPS, i, (long long)x[i], (long long)want);
+        }
+        gu_free(da);
+        gu_free(db);
+    }
     h_in = keep_in;
     h_out = keep_out;
     gu_host_free(p_in);
