@@ -52,6 +52,9 @@ static const char usage[] =
     "                        ...) on a stream of fc_perf's own, each call followed by\n"
     "                        cuStreamSynchronize: the time until the result is there\n"
     "                        (allreduce bcast reduce allgather reduce_scatter)\n"
+    "  -B, --batch N         with -S: N calls queued on the stream before each\n"
+    "                        synchronize, as a training step queues them; times are\n"
+    "                        per call (a batch's time / N). Default 1\n"
     "  -c, --check           check every result against closed-form values\n"
     "                        (#wrong column; exit 1 if any is wrong)\n"
     "      --csv             comma-separated output\n"
@@ -206,6 +209,7 @@ struct opts {
     size_t minb, maxb, stepb;
     double factor;
     int iters, warmup, root, inplace, check, csv, json, cuda, stream, table;
+    int batch; /* -S: calls queued per synchronize */
     const char *table_file;
     fc_datatype_t dt;
     fc_op_t op;
@@ -214,9 +218,23 @@ struct opts {
 
 static void *gstream; /* -S: the stream of the stream-ordered calls */
 
-/* One call of collective c: the plain call, or with -S its stream-ordered
- * twin on gstream followed by a stream synchronize. */
+static fc_result_t run_call(enum coll c, void *sb, void *rb, size_t count, const struct opts *o,
+                            fc_comm_t comm, int rank, int n);
+
+/* One call of collective c: the plain call, or with -S o->batch of its
+ * stream-ordered twin on gstream followed by a stream synchronize. */
 static fc_result_t run_once(enum coll c, void *sb, void *rb, size_t count, const struct opts *o,
+                            fc_comm_t comm, int rank, int n)
+{
+    fc_result_t rc = FC_SUCCESS;
+    for (int b = 0; b < (o->stream ? o->batch : 1) && rc == FC_SUCCESS; b++)
+        rc = run_call(c, sb, rb, count, o, comm, rank, n);
+    if (rc == FC_SUCCESS && o->stream && gu_stream_sync(gstream) != 0)
+        rc = FC_ERR_CUDA;
+    return rc;
+}
+
+static fc_result_t run_call(enum coll c, void *sb, void *rb, size_t count, const struct opts *o,
                             fc_comm_t comm, int rank, int n)
 {
     void *s = o->inplace ? rb : sb, *st = gstream;
@@ -250,8 +268,6 @@ static fc_result_t run_once(enum coll c, void *sb, void *rb, size_t count, const
     case BARRIER: return fc_barrier(comm);
     default: return FC_ERR_INVALID_ARGUMENT;
     }
-    if (rc == FC_SUCCESS && o->stream && gu_stream_sync(st) != 0)
-        rc = FC_ERR_CUDA;
     return rc;
     (void)n;
 }
@@ -279,7 +295,9 @@ static long check_once(enum coll c, char *sb, char *rb, size_t count, const stru
     check_host(c, hsb, hrb, count, &ho, comm, rank, n);
     gu_to_device(sb, hsb, hbytes);
     gu_to_device(rb, hrb, hbytes);
-    if (run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
+    struct opts one = *o;
+    one.batch = 1; /* in place, a batch would reduce the result again */
+    if (run_once(c, sb, rb, count, &one, comm, rank, n) != FC_SUCCESS)
         return (long)count + 1;
     gu_to_host(hsb, sb, hbytes);
     gu_to_host(hrb, rb, hbytes);
@@ -363,7 +381,7 @@ static int measure(enum coll c, size_t count, size_t real, char *sb, char *rb,
     for (int it = 0; it < o->iters && !failed; it++) {
         double t0 = now();
         failed = run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS;
-        times[it] = now() - t0;
+        times[it] = (now() - t0) / (o->stream ? o->batch : 1);
     }
     if (failed) {
         fprintf(stderr, "fc_perf: rank %d: %s of %zu bytes failed: %s\n", rank, coll_names[c],
@@ -587,7 +605,7 @@ static double bus_factor(enum coll c, int n)
 int main(int argc, char **argv)
 {
     struct opts o = {.minb = 8, .maxb = 32u << 20, .factor = 2, .iters = 20, .warmup = 5,
-                     .dt = FC_FLOAT32, .op = FC_SUM};
+                     .batch = 1, .dt = FC_FLOAT32, .op = FC_SUM};
     const char *algo = NULL, *collist = "allreduce";
     static const struct option lo[] = {
         {"coll", required_argument, NULL, 'C'},      {"minbytes", required_argument, NULL, 'b'},
@@ -598,11 +616,12 @@ int main(int argc, char **argv)
         {"algo", required_argument, NULL, 'a'},      {"inplace", no_argument, NULL, 'I'},
         {"check", no_argument, NULL, 'c'},           {"csv", no_argument, NULL, 1},
         {"device", required_argument, NULL, 'D'},   {"stream", no_argument, NULL, 'S'},
+        {"batch", required_argument, NULL, 'B'},
         {"json", no_argument, NULL, 2},              {"help", no_argument, NULL, 'h'},
         {"table", no_argument, NULL, 3},             {"table-file", required_argument, NULL, 4},
         {NULL, 0, NULL, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:Sh", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:SB:h", lo, NULL)) != -1) {
         switch (ch) {
         case 'C': collist = optarg; break;
         case 'b':
@@ -634,6 +653,7 @@ int main(int argc, char **argv)
         case 'I': o.inplace = 1; break;
         case 'c': o.check = 1; break;
         case 'S': o.stream = 1; break;
+        case 'B': o.batch = atoi(optarg); break;
         case 'D':
             if (!strcasecmp(optarg, "cuda"))
                 o.cuda = 1;
@@ -651,8 +671,12 @@ int main(int argc, char **argv)
         default: goto bad;
         }
     }
-    if (o.iters < 1 || (o.factor <= 1 && !o.stepb) || o.minb > o.maxb)
+    if (o.iters < 1 || o.batch < 1 || (o.factor <= 1 && !o.stepb) || o.minb > o.maxb)
         goto bad;
+    if (o.batch > 1 && !o.stream) {
+        fprintf(stderr, "fc_perf: -B (calls per synchronize) needs -S\n");
+        return 2;
+    }
     if (o.stream && (!o.cuda || o.table)) {
         fprintf(stderr, "fc_perf: -S (stream-ordered calls) needs -D cuda and no --table\n");
         return 2;
@@ -773,7 +797,11 @@ int main(int argc, char **argv)
                n, attr.nnodes, attr.provider, tiers[attr.tier & 3], dt_names[o.dt],
                op_names[o.op], o.inplace ? ", in place" : "", o.cuda ? "GPU" : "host",
                o.cuda ? (attr.hmem ? " (direct, gdr)" : " (staged)") : "",
-               o.stream ? ", stream-ordered calls" : "", o.iters, o.warmup);
+               o.stream ? (o.batch > 1 ? ", stream-ordered calls (time per call of batches "
+                                         "queued before a synchronize)"
+                                       : ", stream-ordered calls")
+                        : "",
+               o.iters, o.warmup);
     if (rank == 0 && o.csv)
         printf("collective,ranks,provider,size,count,type,op,root,time_us,min_us,avg_us,"
                "algbw_GBps,busbw_GBps,wrong\n");
