@@ -708,9 +708,11 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
         }
         return 0;
     }
+    pthread_mutex_lock(&sh->lock); /* other communicators of the family claim under it */
     f->kseq = seq;
     f->pending = seq;
     f->chain = stream;
+    pthread_mutex_unlock(&sh->lock);
     /* after the kernel: tells a kernel that will never put its vector out
      * (an earlier failure on the stream) from one still queued */
     *rc = gpu_event_record_raw(ev, stream);
