@@ -238,26 +238,25 @@ static void check_timeout(struct fc_request *r, double now)
     double limit = r->comm->cfg.timeout;
     if (limit <= 0 || now - r->last_change < limit)
         return;
+    char w[400], why[600];
     if (sched_done(&r->s) && !tp_idle(r->tp)) {
         /* the messages are over: what is left is GPU work it queued */
-        sched_fail(&r->s, FC_ERR_TIMEOUT,
-                   "no progress for %.0f s (FC_TIMEOUT) on rank %d of %d: every step is done, "
-                   "but the copies and kernels it queued on GPU %d have not finished. The GPU "
-                   "is stuck or held by other work; with stream-ordered calls on several "
-                   "streams, CUDA's hardware queues can block them behind a stream's wait "
-                   "(CUDA_DEVICE_MAX_CONNECTIONS=32, or one stream per communicator, avoids it)",
-                   limit, r->comm->rank, r->comm->size, r->comm->gpu_device);
-        finish(r, FC_ERR_TIMEOUT);
-        return;
+        snprintf(why, sizeof(why),
+                 ": every step is done, but the copies and kernels it queued on GPU %d have "
+                 "not finished. The GPU is stuck or held by other work; with stream-ordered "
+                 "calls on several streams, CUDA's hardware queues can block them behind a "
+                 "stream's wait (CUDA_DEVICE_MAX_CONNECTIONS=32, or one stream per "
+                 "communicator, avoids it)",
+                 r->comm->gpu_device);
+    } else {
+        sched_describe_wait(&r->s, w, sizeof(w));
+        snprintf(why, sizeof(why),
+                 "; still waiting for %s. Those ranks have not reached this operation, or "
+                 "died, or the fabric between us is broken",
+                 w);
     }
-    char w[400];
-    sched_describe_wait(&r->s, w, sizeof(w));
-    /* name the peers with their hosts */
-    sched_fail(&r->s, FC_ERR_TIMEOUT,
-               "no progress for %.0f s (FC_TIMEOUT) on rank %d of %d; still waiting for %s. "
-               "Those ranks have not reached this operation, or died, or the fabric between "
-               "us is broken",
-               limit, r->comm->rank, r->comm->size, w);
+    sched_fail(&r->s, FC_ERR_TIMEOUT, "no progress for %.0f s (FC_TIMEOUT) on rank %d of %d%s",
+               limit, r->comm->rank, r->comm->size, why);
     finish(r, FC_ERR_TIMEOUT);
 }
 

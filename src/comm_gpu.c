@@ -514,6 +514,15 @@ static void fused_fail(struct fc_comm *c, struct fused *f, uint32_t seq, fc_resu
     pthread_mutex_unlock(&c->sh->lock);
 }
 
+/* From now on small device allreduces of the family take the staged path;
+ * kernels already launched finish their calls. */
+static void fused_turn_off(struct comm_shared *sh, struct fused *f)
+{
+    pthread_mutex_lock(&sh->lock);
+    f->use = 0;
+    pthread_mutex_unlock(&sh->lock);
+}
+
 /* The call is over: the family's buffers are free for the next one. */
 static void fused_release(struct comm_shared *sh, struct fused *f)
 {
@@ -646,9 +655,7 @@ int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const voi
     if (!queued)
         f->slow = gpu_us > FUSED_SLOW_US ? f->slow + 1 : 0;
     if (f->slow >= FUSED_SLOW_CALLS && c->cfg.gpu_fused == CFG_FUSED_AUTO) {
-        pthread_mutex_lock(&c->sh->lock);
-        f->use = 0;
-        pthread_mutex_unlock(&c->sh->lock);
+        fused_turn_off(c->sh, f);
         FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU %d, %d "
                 "calls in a row (a GPU shared by processes without MPS?): small device "
                 "allreduces take the staged path from now on (FC_GPU_FUSED=on keeps the "
@@ -699,13 +706,10 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
                 fc_last_error());
         gpu_event_put(ev);
         *rc = FC_SUCCESS;
-        if (chained) { /* the earlier kernels finish their calls */
-            pthread_mutex_lock(&sh->lock);
-            f->use = 0;
-            pthread_mutex_unlock(&sh->lock);
-        } else {
+        if (chained) /* the earlier kernels keep the buffers */
+            fused_turn_off(sh, f);
+        else
             fused_fail(c, f, seq, FC_SUCCESS);
-        }
         return 0;
     }
     pthread_mutex_lock(&sh->lock); /* other communicators of the family claim under it */
