@@ -85,6 +85,18 @@ double ft_timeout(void)
     return lim ? atof(lim) : 300;
 }
 
+fc_result_t ft_allreduce_peer_gone(struct ft *t, float *buf, size_t count, double *dt)
+{
+    const double limit = ft_timeout();
+    double t0 = ft_now();
+    fc_result_t rc = fc_allreduce(buf, buf, count, FC_FLOAT32, FC_SUM, t->comm);
+    *dt = ft_now() - t0;
+    FT_CHECK(t, rc == FC_ERR_PEER_FAILED || rc == FC_ERR_TIMEOUT,
+             "got %s, expected peer failure or timeout", fc_strerror(rc));
+    FT_CHECK(t, *dt < limit + 10, "took %.1f s (FC_TIMEOUT=%g)", *dt, limit);
+    return rc;
+}
+
 int ft_finish(struct ft *t)
 {
     fc_result_t rc = fc_comm_destroy(t->comm);

@@ -33,6 +33,10 @@ int ft_finish(struct ft *t);
 int ft_skip(struct ft *t, const char *why);
 /* The ranks' FC_TIMEOUT in seconds (300 when unset), for tests that time it. */
 double ft_timeout(void);
+/* With a peer gone without a word: fc_allreduce(buf, buf, count,
+ * FC_FLOAT32, FC_SUM) must fail (peer failed or timed out) within
+ * FC_TIMEOUT (10 s of slack); returns its result, *dt how long it took. */
+fc_result_t ft_allreduce_peer_gone(struct ft *t, float *buf, size_t count, double *dt);
 
 /* Records a failure with its location; keeps going (up to a limit). */
 void ft_fail(struct ft *t, const char *file, int line, const char *fmt, ...)
