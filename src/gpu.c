@@ -13,6 +13,9 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
 
 extern const unsigned char fc_gpu_fatbin[];
 extern const size_t fc_gpu_fatbin_len;
@@ -71,19 +74,38 @@ static struct {
     CUcontext ctx[MAXDEV];
     CUmodule mod[MAXDEV];
     int nsm[MAXDEV];
-    CUfunction red[MAXDEV][10][4], scl[MAXDEV][10], fus[MAXDEV][10][4];
+    CUfunction red[MAXDEV][10][4], scl[MAXDEV][10], fus[MAXDEV][10][4], exe[MAXDEV];
     int loaded[MAXDEV];
 } cu = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+struct gpu_exec;
 
 struct gpu_stream {
     CUstream s;
     int device;
+    struct gpu_exec *x; /* an executor stream (gpu_exec_create): s is unused */
 };
 
 struct gpu_event {
     CUevent e;
     int device;
+    struct gpu_exec *x; /* recorded on an executor stream: done once command seq is */
+    uint32_t seq;
     struct gpu_event *next;
+};
+
+/* The executor's ring and control words: as in gpu_kernels.cu */
+#define EXEC_RING 1024
+#define EXEC_WORDS 16
+#define EXEC_THREADS 1024 /* one block (gpu_kernels.cu says why) */
+enum { X_COPY = 1, X_REDUCE = 2, X_SCALE = 3, X_EXIT = 4 };
+enum { C_DONE = 0, C_STARTED = 1, C_LEFT = 2, C_ABORT = 3 };
+
+struct gpu_exec {
+    uint64_t *ring;         /* pinned host, EXEC_WORDS per command */
+    volatile uint32_t *ctl; /* pinned host */
+    uint32_t next;          /* the last command posted */
+    uint32_t launched;      /* the last launch number */
 };
 
 static struct gpu_event *event_pool[MAXDEV];
@@ -184,6 +206,8 @@ static fc_result_t device_init(int d)
                 if (lr == CUDA_SUCCESS)
                     lr = cu.cuModuleGetFunction(&cu.scl[d][t], cu.mod[d], name);
             }
+            if (lr == CUDA_SUCCESS)
+                lr = cu.cuModuleGetFunction(&cu.exe[d], cu.mod[d], "fc_exec");
             cu.cuDeviceGetAttribute(&cu.nsm[d], CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
             /* With lazy module loading (the default since CUDA 12) a kernel
              * is loaded at its first launch, which synchronizes the context:
@@ -208,6 +232,12 @@ static fc_result_t device_init(int d)
                 }
                 if (lr == CUDA_SUCCESS)
                     lr = cu.cuLaunchKernel(cu.scl[d][t], 1, 1, 1, 32, 1, 1, 0, warm, sa, NULL);
+            }
+            if (lr == CUDA_SUCCESS) {
+                CUdeviceptr z = 0;
+                uint32_t zl = 0;
+                void *xa[] = {&z, &z, &zl}; /* no ring */
+                lr = cu.cuLaunchKernel(cu.exe[d], 1, 1, 1, 32, 1, 1, 0, warm, xa, NULL);
             }
             if (warm) {
                 if (lr == CUDA_SUCCESS)
@@ -314,10 +344,16 @@ fc_result_t gpu_stream_create(int device, gpu_stream_t **out)
     return FC_SUCCESS;
 }
 
+static void exec_destroy(struct gpu_stream *s);
+
 void gpu_stream_destroy(gpu_stream_t *s)
 {
     if (!s)
         return;
+    if (s->x) {
+        exec_destroy(s);
+        return;
+    }
     cu.cuCtxPushCurrent_v2(cu.ctx[s->device]);
     cu.cuStreamSynchronize(s->s);
     cu.cuStreamDestroy_v2(s->s);
@@ -331,10 +367,15 @@ void *gpu_stream_raw(gpu_stream_t *s)
     return s->s;
 }
 
+static fc_result_t exec_post(struct gpu_stream *s, uint32_t kind, void *dst, const void *a,
+                             const void *b, size_t n, int dt, int op, uint32_t div);
+
 fc_result_t gpu_memcpy_async(void *dst, const void *src, size_t len, gpu_stream_t *s)
 {
     if (!len)
         return FC_SUCCESS;
+    if (s->x)
+        return exec_post(s, X_COPY, dst, src, NULL, len, 0, 0, 0);
     fc_result_t brc_ = ctx_push(s->device);
     if (brc_ != FC_SUCCESS)
         return brc_;
@@ -365,6 +406,8 @@ fc_result_t gpu_reduce_async(void *dst, const void *a, const void *b, size_t n, 
     if (!n)
         return FC_SUCCESS;
     int o = op == FC_AVG ? FC_SUM : (int)op;
+    if (s->x)
+        return exec_post(s, X_REDUCE, dst, a, b, n, dt, o, 0);
     fc_result_t brc_ = ctx_push(s->device);
     if (brc_ != FC_SUCCESS)
         return brc_;
@@ -389,6 +432,8 @@ fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t 
 {
     if (!n)
         return FC_SUCCESS;
+    if (s->x)
+        return exec_post(s, X_SCALE, dst, src, NULL, n, dt, 0, divisor);
     fc_result_t brc_ = ctx_push(s->device);
     if (brc_ != FC_SUCCESS)
         return brc_;
@@ -491,6 +536,7 @@ fc_result_t gpu_event_get(int device, gpu_event_t **out)
             return FC_ERR(FC_ERR_CUDA, "cuEventCreate failed: %s", cu_err(r));
         }
     }
+    e->x = NULL;
     *out = e;
     return FC_SUCCESS;
 }
@@ -499,6 +545,7 @@ void gpu_event_put(gpu_event_t *e)
 {
     if (!e)
         return;
+    e->x = NULL;
     pthread_mutex_lock(&cu.lock);
     e->next = event_pool[e->device];
     event_pool[e->device] = e;
@@ -507,6 +554,11 @@ void gpu_event_put(gpu_event_t *e)
 
 fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s)
 {
+    e->x = s->x;
+    if (s->x) {
+        e->seq = s->x->next; /* done with the last command posted */
+        return FC_SUCCESS;
+    }
     fc_result_t brc_ = ctx_push(e->device);
     if (brc_ != FC_SUCCESS)
         return brc_;
@@ -538,6 +590,8 @@ fc_result_t gpu_event_record_raw(gpu_event_t *e, void *stream)
 
 int gpu_event_done(gpu_event_t *e)
 {
+    if (e->x)
+        return (int32_t)(e->x->ctl[C_DONE] - e->seq) >= 0;
     cu.cuCtxPushCurrent_v2(cu.ctx[e->device]);
     CUresult r = cu.cuEventQuery(e->e);
     ctx_pop();
@@ -563,6 +617,132 @@ fc_result_t gpu_stream_wait_event_raw(void *stream, gpu_event_t *e)
     if (brc_ != FC_SUCCESS)
         return brc_;
     return FC_SUCCESS;
+}
+
+fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e)
+{
+    if (s->x || e->x) {
+        /* one executor runs its commands in order */
+        if (s->x == e->x)
+            return FC_SUCCESS;
+        return FC_ERR(FC_ERR_INTERNAL, "an executor stream cannot wait for another stream's "
+                      "event");
+    }
+    return gpu_stream_wait_event_raw(s->s, e);
+}
+
+/* ---- the executor (gpu_kernels.cu fc_exec) ------------------------------- */
+
+fc_result_t gpu_exec_create(int device, gpu_stream_t **out)
+{
+    fc_result_t rc = device_init(device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    struct gpu_stream *s = calloc(1, sizeof(*s));
+    struct gpu_exec *x = calloc(1, sizeof(*x));
+    if (!s || !x) {
+        free(s);
+        free(x);
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    }
+    s->device = device;
+    s->x = x;
+    x->ring = gpu_host_alloc(device, EXEC_RING * EXEC_WORDS * 8);
+    x->ctl = gpu_host_alloc(device, 64);
+    if (!x->ring || !x->ctl) {
+        rc = FC_ERR(FC_ERR_CUDA, "no memory for a stream executor on GPU %d: %s", device,
+                    err_get());
+        gpu_host_free(x->ring);
+        gpu_host_free((void *)x->ctl);
+        free(x);
+        free(s);
+        return rc;
+    }
+    memset(x->ring, 0, EXEC_RING * EXEC_WORDS * 8);
+    memset((void *)x->ctl, 0, 64);
+    *out = s;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_exec_launch(gpu_stream_t *s, void *cuda_stream, uint32_t *launch)
+{
+    struct gpu_exec *x = s->x;
+    fc_result_t rc = ctx_push(s->device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    CUdeviceptr pr = (CUdeviceptr)(uintptr_t)x->ring, pc = (CUdeviceptr)(uintptr_t)x->ctl;
+    uint32_t l = x->launched + 1;
+    void *args[] = {&pr, &pc, &l};
+    CUresult r = cu.cuLaunchKernel(cu.exe[s->device], 1, 1, 1, EXEC_THREADS, 1, 1, 0,
+                                   (CUstream)cuda_stream, args, NULL);
+    ctx_pop();
+    if (r != CUDA_SUCCESS)
+        return FC_ERR(FC_ERR_CUDA, "queueing the stream-ordered executor kernel on the caller's "
+                      "stream (GPU %d) failed: %s (is the stream on this buffer's device?)",
+                      s->device, cu_err(r));
+    x->launched = *launch = l;
+    return FC_SUCCESS;
+}
+
+int gpu_exec_started(gpu_stream_t *s, uint32_t launch)
+{
+    return (int32_t)(s->x->ctl[C_STARTED] - launch) >= 0;
+}
+
+/* Posts one command; waits (bounded) while the ring is full: the kernel
+ * runs when commands are posted (gpu_exec_started), so it empties it. */
+static fc_result_t exec_post(struct gpu_stream *s, uint32_t kind, void *dst, const void *a,
+                             const void *b, size_t n, int dt, int op, uint32_t div)
+{
+    struct gpu_exec *x = s->x;
+    uint32_t seq = x->next + 1;
+    double t0 = 0;
+    for (unsigned spin = 0; (int32_t)(seq - EXEC_RING - x->ctl[C_DONE]) > 0; spin++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double now = ts.tv_sec + ts.tv_nsec * 1e-9;
+        if (!spin)
+            t0 = now;
+        else if (now - t0 > 30)
+            return FC_ERR(FC_ERR_CUDA, "the stream executor on GPU %d took no command for 30 s "
+                          "(%u queued): the GPU is stuck or the caller's stream is held",
+                          s->device, EXEC_RING);
+        sched_yield();
+    }
+    uint64_t *slot = x->ring + (size_t)(seq % EXEC_RING) * EXEC_WORDS;
+    uint64_t d = (uintptr_t)dst, pa = (uintptr_t)a, pb = (uintptr_t)b, nn = n;
+    const uint32_t w[12] = {(uint32_t)d,  (uint32_t)(d >> 32),  (uint32_t)pa, (uint32_t)(pa >> 32),
+                            (uint32_t)pb, (uint32_t)(pb >> 32), (uint32_t)nn, (uint32_t)(nn >> 32),
+                            kind,         (uint32_t)dt,         (uint32_t)op, div};
+    /* each word valid on its own (its seq): no order among the stores */
+    for (int i = 0; i < 12; i++)
+        __atomic_store_n(&slot[i], (uint64_t)seq << 32 | w[i], __ATOMIC_RELAXED);
+    x->next = seq;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_exec_close(gpu_stream_t *s)
+{
+    return exec_post(s, X_EXIT, NULL, NULL, NULL, 0, 0, 0, 0);
+}
+
+static void exec_destroy(struct gpu_stream *s)
+{
+    struct gpu_exec *x = s->x;
+    x->ctl[C_ABORT] = 1;
+    /* kernels still queued read the ring when they run: wait a while */
+    for (int i = 0; i < 20000 && (int32_t)(x->ctl[C_LEFT] - x->launched) < 0; i++)
+        usleep(100);
+    if ((int32_t)(x->ctl[C_LEFT] - x->launched) < 0) {
+        FC_WARN(LOG_COLL, "a stream-ordered executor kernel on GPU %d has not run yet after 2 s: "
+                "its %zu bytes of pinned memory are left allocated",
+                s->device, (size_t)EXEC_RING * EXEC_WORDS * 8 + 64);
+    } else {
+        gpu_host_free(x->ring);
+        gpu_host_free((void *)x->ctl);
+    }
+    free(x);
+    free(s);
 }
 
 void gpu_legacy_sync(void)
@@ -778,6 +958,11 @@ fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s) { (void)e; (void)s
 fc_result_t gpu_event_record_raw(gpu_event_t *e, void *s) { (void)e; (void)s; NOCUDA; }
 int gpu_event_done(gpu_event_t *e) { (void)e; return -1; }
 fc_result_t gpu_stream_wait_event_raw(void *s, gpu_event_t *e) { (void)s; (void)e; NOCUDA; }
+fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e) { (void)s; (void)e; NOCUDA; }
+fc_result_t gpu_exec_create(int d, gpu_stream_t **o) { (void)d; (void)o; NOCUDA; }
+fc_result_t gpu_exec_launch(gpu_stream_t *s, void *c, uint32_t *l) { (void)s; (void)c; (void)l; NOCUDA; }
+int gpu_exec_started(gpu_stream_t *s, uint32_t l) { (void)s; (void)l; return 0; }
+fc_result_t gpu_exec_close(gpu_stream_t *s) { (void)s; NOCUDA; }
 void gpu_legacy_sync(void) {}
 fc_result_t gpu_stream_sync(gpu_stream_t *s) { (void)s; NOCUDA; }
 void *gpu_stream_raw(gpu_stream_t *s) { (void)s; return NULL; }

@@ -81,6 +81,25 @@ fc_result_t gpu_event_record_raw(gpu_event_t *e, void *cuda_stream); /* a user's
 int gpu_event_done(gpu_event_t *e);
 fc_result_t gpu_stream_wait_event_raw(void *cuda_stream, gpu_event_t *e);
 fc_result_t gpu_stream_sync(gpu_stream_t *s);
+/* Makes s wait for e; on an executor stream only its own events (in order). */
+fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e);
+
+/* Executor streams: the GPU work of stream-ordered collectives on the
+ * caller's stream itself (NCCL's model). gpu_exec_launch queues one of our
+ * kernels on a caller's stream; it runs the copies, reductions and scales
+ * posted to the executor stream (gpu_memcpy_async, gpu_reduce_async,
+ * gpu_scale_async, in order; events recorded on it are done when the work
+ * posted before them is), until gpu_exec_close. Launches of one executor
+ * go on one caller stream, whose order runs them one after the other; post
+ * nothing for a launch before gpu_exec_started says it runs.
+ * gpu_stream_destroy aborts kernels still queued. Why: a stream that waits
+ * (cuStreamWaitValue32, or a kernel that spins) holds back whatever CUDA
+ * maps onto the same hardware queue (CUDA_DEVICE_MAX_CONNECTIONS, 8 by
+ * default), our own streams' copies among it. */
+fc_result_t gpu_exec_create(int device, gpu_stream_t **out);
+fc_result_t gpu_exec_launch(gpu_stream_t *s, void *cuda_stream, uint32_t *launch);
+int gpu_exec_started(gpu_stream_t *s, uint32_t launch);
+fc_result_t gpu_exec_close(gpu_stream_t *s);
 /* Waits for the legacy default stream of the calling thread's context:
  * providers copy device memory with cudaMemcpy, which returns before a
  * device-to-device copy is done (libfabric's shm, CUDA IPC). */

@@ -239,6 +239,162 @@ __device__ void fused(const T *send, T *recv, uint64_t *out, const uint64_t *in,
         fused<T, op_##op>(s, r, o, in, f, seq, n, rank, count, div);                           \
     }
 
+// ---- the executor (src/gpu.c, gpu_exec_*) ----------------------------------
+// One kernel on a caller's stream runs the copies, reductions and scales of
+// one stream-ordered collective, in order, as the host posts them to a ring
+// of commands in pinned host memory; it leaves at an EXIT command. All of
+// a stream-ordered collective's GPU work then sits on the caller's stream
+// (NCCL's model): nothing of ours on another stream can be held behind a
+// waiting stream when CUDA maps streams onto the same hardware queue.
+// A command is 12 words of 4 bytes, each sent as an 8-byte word with the
+// command's seq in its upper half (the LL idea of the fused kernel): one
+// read of the slot by 12 lanes tells whether all of it is there.
+// ctl (pinned host): [0] the last command done (the next kernel starts
+// after it); [1] the launch number of the kernel that started last; [2]
+// of the one that left last; [3] abort (the host sets it when it frees the
+// ring: a kernel still queued returns at once).
+// One block: a kernel is resident whole or not at all, so it never waits
+// for a part of itself that other spinning kernels keep off the GPU.
+#define EXEC_RING 1024
+#define EXEC_WORDS 16 // per slot (12 used)
+enum { X_COPY = 1, X_REDUCE = 2, X_SCALE = 3, X_EXIT = 4 };
+struct exec_cmd {
+    uint64_t dst, a, b, n; // n: bytes (COPY) or elements (REDUCE, SCALE)
+    uint32_t kind, dt, op, div;
+};
+
+__device__ void exec_copy(uint8_t *d, const uint8_t *s, size_t n)
+{
+    size_t t = threadIdx.x, stride = blockDim.x;
+    if ((((uintptr_t)d | (uintptr_t)s | n) & 15) == 0) {
+        // four loads in flight per thread before the stores: reads of
+        // pinned host memory cross PCIe
+        const uint4 *s4 = (const uint4 *)s;
+        uint4 *d4 = (uint4 *)d;
+        size_t m = n / 16, i = t;
+        for (; i + 3 * stride < m; i += 4 * stride) {
+            uint4 v0 = s4[i], v1 = s4[i + stride], v2 = s4[i + 2 * stride], v3 = s4[i + 3 * stride];
+            d4[i] = v0;
+            d4[i + stride] = v1;
+            d4[i + 2 * stride] = v2;
+            d4[i + 3 * stride] = v3;
+        }
+        for (; i < m; i += stride)
+            d4[i] = s4[i];
+    } else if ((((uintptr_t)d | (uintptr_t)s | n) & 3) == 0) {
+        for (size_t i = t; i < n / 4; i += stride)
+            ((uint32_t *)d)[i] = ((const uint32_t *)s)[i];
+    } else {
+        for (size_t i = t; i < n; i += stride)
+            d[i] = s[i];
+    }
+}
+
+template <typename T> __device__ void exec_typed(const exec_cmd &c)
+{
+    T *d = (T *)c.dst;
+    const T *a = (const T *)c.a, *b = (const T *)c.b;
+    if (c.kind == X_SCALE) {
+        scale<T>(d, a, c.n, c.div);
+        return;
+    }
+    switch (c.op) {
+    case 0: reduce<T, op_sum>(d, a, b, c.n); break;
+    case 1: reduce<T, op_prod>(d, a, b, c.n); break;
+    case 2: reduce<T, op_min>(d, a, b, c.n); break;
+    default: reduce<T, op_max>(d, a, b, c.n); break;
+    }
+}
+
+__device__ void exec_run(const exec_cmd &c)
+{
+    if (c.kind == X_COPY) {
+        exec_copy((uint8_t *)c.dst, (const uint8_t *)c.a, c.n);
+        return;
+    }
+    switch (c.dt) { // fc_datatype_t order
+    case 0: exec_typed<int8_t>(c); break;
+    case 1: exec_typed<uint8_t>(c); break;
+    case 2: exec_typed<int32_t>(c); break;
+    case 3: exec_typed<uint32_t>(c); break;
+    case 4: exec_typed<int64_t>(c); break;
+    case 5: exec_typed<uint64_t>(c); break;
+    case 6: exec_typed<__half>(c); break;
+    case 7: exec_typed<__nv_bfloat16>(c); break;
+    case 8: exec_typed<float>(c); break;
+    default: exec_typed<double>(c); break;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+    fc_exec(const uint64_t *ring, volatile uint32_t *ctl, uint32_t launch)
+{
+    if (!ring)
+        return; // warm-up
+    __shared__ uint32_t w[12];
+    __shared__ int stop;
+    __shared__ uint32_t seq;
+    const bool lead = threadIdx.x == 0;
+    if (threadIdx.x == 0) {
+        seq = ctl[0] + 1; // after the previous kernel's last command
+        stop = 0;
+    }
+    if (lead) {
+        ctl[1] = launch;
+        __threadfence_system();
+    }
+    __syncthreads();
+    exec_cmd c;
+    c.kind = 0;
+    for (;;) {
+        if (threadIdx.x < 32) { // warp 0 reads the slot, 12 lanes a word each
+            const volatile uint64_t *v = ring + (size_t)(seq % EXEC_RING) * EXEC_WORDS;
+            const int lane = threadIdx.x;
+            for (unsigned spin = 1;; spin++) {
+                uint64_t x = lane < 12 ? v[lane] : 0;
+                bool ok = lane >= 12 || (uint32_t)(x >> 32) == seq;
+                if (__all_sync(0xffffffffu, ok)) {
+                    if (lane < 12)
+                        w[lane] = (uint32_t)x;
+                    break;
+                }
+                if (spin % 1024 == 0 && __shfl_sync(0xffffffffu, lane == 0 ? ctl[3] : 0, 0)) {
+                    if (lane == 0)
+                        stop = 1;
+                    break;
+                }
+            }
+        }
+        __syncthreads();
+        if (stop)
+            break;
+        c.dst = (uint64_t)w[1] << 32 | w[0];
+        c.a = (uint64_t)w[3] << 32 | w[2];
+        c.b = (uint64_t)w[5] << 32 | w[4];
+        c.n = (uint64_t)w[7] << 32 | w[6];
+        c.kind = w[8];
+        c.dt = w[9];
+        c.op = w[10];
+        c.div = w[11];
+        if (c.kind == X_EXIT)
+            break;
+        exec_run(c);
+        __syncthreads(); // every thread's part done (w and seq read, too)
+        if (lead) {
+            __threadfence_system(); // the block's writes, seen before the done word
+            ctl[0] = seq;           // the host may use what the command wrote
+            seq++;
+        }
+        __syncthreads(); // seq read by warp 0 after it changed
+    }
+    if (lead) {
+        if (!stop && c.kind == X_EXIT)
+            ctl[0] = seq;
+        __threadfence_system();
+        ctl[2] = launch;
+    }
+}
+
 #define KERNELS(T, name)                                                                       \
     FUSED(T, name, sum)                                                                        \
     FUSED(T, name, prod)                                                                       \

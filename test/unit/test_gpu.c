@@ -9,8 +9,12 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coll.h"
 #include "gpu.h"
@@ -147,6 +151,195 @@ Test(gpu, kernels_match_host_kernels)
     free(b);
     free(exp);
     free(got);
+}
+
+/* Polls e until done (at most ~10 s); returns microseconds waited. */
+static double wait_event(gpu_event_t *e)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; gpu_event_done(e) == 0; i++)
+        cr_assert(i < 2000000000L, "executor command never finished");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+}
+
+/* The executor (stream-ordered collectives' GPU work): one kernel on a
+ * caller's stream runs the commands posted to it, in order, with the same
+ * results as the reduction kernels, leaves when closed, and a kernel left
+ * open leaves when the executor is destroyed. Failures are collected and
+ * asserted once the kernel is gone (a process leaving with it running
+ * would take the GPU's other clients down with it under MPS). */
+Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
+{
+    need_gpu();
+    gpu_stream_t *cs, *x;
+    cr_assert_eq(gpu_stream_create(0, &cs), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_eq(gpu_exec_create(0, &x), FC_SUCCESS, "%s", fc_last_error());
+    const size_t n = 10007;
+    char *exp = malloc(n * 8);
+    /* pinned: the executor reads and writes host memory itself */
+    char *a = gpu_host_alloc(0, n * 8), *b = gpu_host_alloc(0, n * 8), *got = gpu_host_alloc(0, n * 8);
+    void *da = gpu_dev_alloc(0, n * 8), *db = gpu_dev_alloc(0, n * 8), *dd = gpu_dev_alloc(0, n * 8);
+    cr_assert(exp && a && b && got && da && db && dd);
+    gpu_event_t *ev;
+    cr_assert_eq(gpu_event_get(0, &ev), FC_SUCCESS);
+    char bad[300] = "";
+    uint32_t launch;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(gpu_exec_launch(x, gpu_stream_raw(cs), &launch), FC_SUCCESS, "%s",
+                 fc_last_error());
+    for (long i = 0; !gpu_exec_started(x, launch); i++)
+        cr_assert(i < 2000000000L, "the executor kernel never started");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double start_us = (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+    for (int dt = 0; dt < 10 && !bad[0]; dt++) {
+        size_t es = fc_datatype_size((fc_datatype_t)dt);
+        fill(a, (fc_datatype_t)dt, n, 3, 1);
+        fill(b, (fc_datatype_t)dt, n, 4, 1);
+        gpu_memcpy_async(da, a, n * es, x);
+        gpu_memcpy_async(db, b, n * es, x);
+        for (int op = 0; op < 5 && !bad[0]; op++) {
+            memset(got, 0, n * es);
+            if (op < 4) {
+                reduce_fn_get((fc_datatype_t)dt, (fc_op_t)op)(exp, a, b, n);
+                gpu_reduce_async(dd, da, db, n, (fc_datatype_t)dt, (fc_op_t)op, x);
+            } else { /* the scale of FC_AVG, reading pinned host memory */
+                reduce_scale_get((fc_datatype_t)dt)(exp, b, n, 7);
+                gpu_scale_async(dd, b, n, (fc_datatype_t)dt, 7, x);
+            }
+            /* to pinned host memory, an odd size and a single byte */
+            gpu_memcpy_async(got, dd, n * es - 1, x);
+            gpu_memcpy_async(got + n * es - 1, (char *)dd + n * es - 1, 1, x);
+            gpu_event_record(ev, x);
+            wait_event(ev);
+            for (size_t i = 0; i < n; i++)
+                if (!same(got, exp, i, (fc_datatype_t)dt)) {
+                    snprintf(bad, sizeof(bad), "executor: %s %s element %zu differs",
+                             reduce_dt_name(dt), op < 4 ? reduce_op_name(op) : "scale", i);
+                    break;
+                }
+        }
+    }
+    /* the round trip of one small command, host to GPU and back */
+    double sum = 0;
+    for (int i = 0; i < 200; i++) {
+        gpu_memcpy_async(got, da, 8, x);
+        gpu_event_record(ev, x);
+        sum += wait_event(ev);
+    }
+    /* bandwidth of the copies through PCIe (pinned host memory) */
+    const size_t big = n * 8 & ~(size_t)15;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 20; i++)
+        gpu_memcpy_async(i % 2 ? dd : got, i % 2 ? got : dd, big, x);
+    gpu_event_record(ev, x);
+    wait_event(ev);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double bw = 20.0 * big / ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec));
+    fprintf(stderr, "executor: kernel start %.1f us after launch; a small command %.1f us; "
+            "%zu-byte copies to and from pinned memory %.1f GB/s\n", start_us, sum / 200, big, bw);
+    cr_assert_eq(gpu_exec_close(x), FC_SUCCESS);
+    int left = gpu_stream_sync(cs) == FC_SUCCESS;
+    /* a second launch starts after the first one's commands: the next
+     * command goes to it */
+    int32_t second = 0;
+    if (left && gpu_exec_launch(x, gpu_stream_raw(cs), &launch) == FC_SUCCESS) {
+        while (!gpu_exec_started(x, launch))
+            ;
+        int32_t v = 12345;
+        memcpy(a, &v, 4);
+        gpu_memcpy_async(dd, a, 4, x);
+        gpu_memcpy_async(got, dd, 4, x);
+        gpu_event_record(ev, x);
+        wait_event(ev);
+        memcpy(&second, got, 4);
+    }
+    /* left open: destroying the executor makes it leave */
+    gpu_event_put(ev);
+    gpu_stream_destroy(x);
+    int left_at_destroy = gpu_stream_sync(cs) == FC_SUCCESS;
+    cr_assert(!bad[0], "%s", bad);
+    cr_assert(left, "the executor did not leave when closed: %s", fc_last_error());
+    cr_assert_eq(second, 12345, "second launch: %d", second);
+    cr_assert(left_at_destroy, "an open executor did not leave at destroy");
+    gpu_dev_free(0, da);
+    gpu_dev_free(0, db);
+    gpu_dev_free(0, dd);
+    gpu_host_free(a);
+    gpu_host_free(b);
+    gpu_host_free(got);
+    gpu_stream_destroy(cs);
+    free(exp);
+}
+
+struct closer {
+    gpu_stream_t *x;
+    int delay_ms;
+    volatile int closed;
+};
+
+static void *close_later(void *arg)
+{
+    struct closer *c = arg;
+    for (int i = 0; i < c->delay_ms && !c->closed; i++)
+        usleep(1000);
+    if (!c->closed) {
+        c->closed = 2;
+        gpu_exec_close(c->x);
+    }
+    return NULL;
+}
+
+/* The progress thread allocates pinned and device memory (bounce buffers,
+ * scratch) while executor kernels of other collectives run and wait for
+ * it: CUDA must not make those allocations wait for running kernels. (A
+ * helper closes the kernel after 3 s, so a waiting allocation shows as a
+ * failure, not a hang.) */
+Test(gpu, allocations_do_not_wait_for_a_running_executor, .timeout = 60)
+{
+    need_gpu();
+    gpu_stream_t *cs, *x;
+    cr_assert_eq(gpu_stream_create(0, &cs), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_eq(gpu_exec_create(0, &x), FC_SUCCESS, "%s", fc_last_error());
+    uint32_t launch;
+    cr_assert_eq(gpu_exec_launch(x, gpu_stream_raw(cs), &launch), FC_SUCCESS);
+    while (!gpu_exec_started(x, launch))
+        ;
+    struct closer c = {.x = x, .delay_ms = 3000};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, close_later, &c), 0);
+    struct timespec t0, t1;
+    double worst[2] = {0, 0};
+    void *keep[2][40] = {{0}};
+    for (int i = 0; i < 40; i++) {
+        size_t len = ((size_t)64 << 10) << (i % 6);
+        for (int k = 0; k < 2; k++) {
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            keep[k][i] = k ? gpu_dev_alloc(0, len) : gpu_host_alloc(0, len);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            double us = (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+            if (us > worst[k])
+                worst[k] = us;
+        }
+    }
+    int was_running = !c.closed;
+    c.closed = c.closed ? c.closed : 1;
+    pthread_join(th, NULL);
+    if (c.closed == 1)
+        gpu_exec_close(x);
+    cr_assert_eq(gpu_stream_sync(cs), FC_SUCCESS);
+    fprintf(stderr, "allocations beside a running executor: pinned %.0f us, device %.0f us at "
+            "worst\n", worst[0], worst[1]);
+    for (int i = 0; i < 40; i++) {
+        gpu_host_free(keep[0][i]);
+        gpu_dev_free(0, keep[1][i]);
+    }
+    gpu_stream_destroy(x);
+    gpu_stream_destroy(cs);
+    cr_assert(was_running, "an allocation waited until the executor kernel left (worst: pinned "
+              "%.0f us, device %.0f us)", worst[0], worst[1]);
 }
 
 /* Runs algorithm al for n ranks with device buffers through the staging
