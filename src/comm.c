@@ -244,9 +244,9 @@ static void check_timeout(struct fc_request *r, double now)
         snprintf(why, sizeof(why),
                  ": every step is done, but the copies and kernels it queued on GPU %d have "
                  "not finished. The GPU is stuck or held by other work; with stream-ordered "
-                 "calls on several streams, CUDA's hardware queues can block them behind a "
-                 "stream's wait (CUDA_DEVICE_MAX_CONNECTIONS=32, or one stream per "
-                 "communicator, avoids it)",
+                 "calls that mix host and device buffers on several streams, CUDA's hardware "
+                 "queues can block them behind a stream's wait (CUDA_DEVICE_MAX_CONNECTIONS=32, "
+                 "or one stream per communicator, avoids it)",
                  r->comm->gpu_device);
     } else {
         sched_describe_wait(&r->s, w, sizeof(w));
@@ -476,6 +476,7 @@ static fc_result_t shared_new(struct comm_shared **out)
     if (!sh)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     pthread_mutex_init(&sh->lock, NULL);
+    pthread_mutex_init(&sh->launch_lock, NULL);
     pthread_cond_init(&sh->cond, NULL);
     sh->refs = 1;
     sh->next_comm_id = 1;
@@ -512,6 +513,7 @@ static void shared_release(struct comm_shared *sh)
         prov_close(sh->rail_ep[i]);
     prov_close(sh->ep);
     pthread_mutex_destroy(&sh->lock);
+    pthread_mutex_destroy(&sh->launch_lock);
     pthread_cond_destroy(&sh->cond);
     free(sh);
 }

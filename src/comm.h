@@ -33,6 +33,10 @@ struct rails;
 struct comm_shared {
     int refs;
     pthread_mutex_t lock;
+    /* callers' stream-ordered launches, in order, without holding lock (a
+     * CUDA launch may wait for the GPU, whose kernels may wait for the
+     * progress thread, which needs lock); the progress thread never takes it */
+    pthread_mutex_t launch_lock;
     struct prov_ep *ep;        /* NULL for an in-process test transport */
     struct prov_ep *rail_ep[COMM_MAX_RAILS]; /* rails 1..nrails-1 (rail 0 is ep) */
     int nrails;
@@ -114,6 +118,10 @@ struct fc_request {
     struct gpu_event *ready;   /* recorded on it: the work before us is done */
     uint32_t flag_value;       /* written to the family's flag when done */
     uint32_t fused;            /* the fused kernel's seq on the stream (0: not fused) */
+    struct gpu_tp *lane;       /* its GPU work runs in our kernel on the stream (gpu_tp_lane) */
+    uint32_t launch;           /* that kernel's launch number */
+    double queued_at;          /* when first seen waiting for its stream (0: not yet) */
+    int wait_noted;            /* that wait was logged */
     uint64_t tagbase;
     void *sendbuf, *recvbuf;
 };

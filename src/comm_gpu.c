@@ -3,14 +3,26 @@
  * Communicators and device memory: which transport a collective on device
  * buffers goes through, and the stream-ordered collectives.
  *
- * Stream ordering (NCCL semantics) without kernels of our own: the call
- * records an event on the caller's stream (the work before us) and makes
- * the stream wait until a pinned host word reaches this operation's
- * number (cuStreamWaitValue32; a blocking host function where stream
- * memory operations are missing). The progress thread starts the
- * collective once the event has fired and, when it is done, publishes its
- * number -- in order: a number is published only when every earlier one
- * is finished, so a stream never runs ahead of an unfinished collective.
+ * Stream ordering (NCCL semantics). Device buffers (the usual case): all
+ * of the collective's GPU work runs on the caller's stream, in one kernel
+ * of ours queued there at the call (an executor: gpu.h), which runs the
+ * copies and reductions the progress thread posts to it as the collective
+ * goes, and leaves when it is over; later work on the stream waits for
+ * the kernel. Nothing of ours sits on another stream, where CUDA's
+ * hardware queues could hold it behind a waiting stream (the hang of
+ * stream-ordered calls on several streams). The progress thread starts
+ * the collective once the kernel runs (the stream's earlier work done).
+ * The stream-ordered requests of one stream share the executor (a lane of
+ * the device transport) and run one after another, as their kernels do.
+ *
+ * A host buffer among them (staged through our own streams), or no lane
+ * left: the call records an event on the caller's stream and makes the
+ * stream wait until a pinned host word reaches this operation's number
+ * (cuStreamWaitValue32; a blocking host function where stream memory
+ * operations are missing). The progress thread starts the collective
+ * once the event has fired and, when it is done, publishes its number --
+ * in order: a number is published only when every earlier one is
+ * finished, so a stream never runs ahead of an unfinished collective.
  * Errors are kept and returned by the next call on the communicator and
  * by fc_comm_query.
  */
@@ -116,6 +128,16 @@ void comm_stream_finished(struct fc_request *r)
     }
     if (r->fused)
         fused_stream_done(r);
+    if (r->lane) {
+        /* the kernel leaves after the work posted so far */
+        fc_result_t rc = gpu_tp_lane_close(r->lane);
+        if (rc != FC_SUCCESS && c->broken == FC_SUCCESS) {
+            c->broken = rc;
+            snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.200s: %.280s", comm_request_desc(r),
+                     err_get());
+        }
+        r->lane = NULL;
+    }
     FC_TRACE(LOG_COLL, "%s: finished (stream-ordered)", comm_request_desc(r));
     publish(sh, r->flag_value);
     gpu_event_put(r->ready);
@@ -130,13 +152,41 @@ void comm_stream_finished(struct fc_request *r)
     sh->stream_gen++;
 }
 
+/* The oldest stream-ordered request has waited FC_TIMEOUT for its stream:
+ * said once (not an error: the stream's earlier work may be long). */
+static void stream_wait_note(struct fc_request *r)
+{
+    double limit = r->comm->cfg.timeout, now = comm_now();
+    if (r->queued_at == 0) {
+        r->queued_at = now;
+        return;
+    }
+    if (limit <= 0 || now - r->queued_at < limit || r->wait_noted)
+        return;
+    r->wait_noted = 1;
+    FC_WARN(LOG_COLL, "%s (stream-ordered) has waited %.0f s (FC_TIMEOUT) to start on rank %d "
+            "of %d: %s. The caller's stream %p has not reached it: its earlier work is long or "
+            "stuck",
+            comm_request_desc(r), now - r->queued_at, r->comm->rank, r->comm->size,
+            r->fused ? "its fused kernel has not put its vector out"
+            : r->lane ? (gpu_event_done(r->ready) > 0 ? "the work before it is done, but our "
+                                                        "kernel on the stream has not started"
+                                                      : "the work queued before it is not done")
+                      : "the work queued before it is not done",
+            r->stream);
+}
+
 void comm_stream_start_ready(struct comm_shared *sh)
 {
     while (sh->stream_q) {
         struct fc_request *r = sh->stream_q;
         int d = r->fused ? fused_stream_ready(r) : gpu_event_done(r->ready);
-        if (d == 0)
+        if (d > 0 && r->lane)
+            d = gpu_tp_lane_started(r->lane, r->launch);
+        if (d == 0) {
+            stream_wait_note(r);
             return;
+        }
         sh->stream_q = r->next;
         if (!sh->stream_q)
             sh->stream_q_tail = NULL;
@@ -193,21 +243,13 @@ static fc_result_t stream_prepare(struct comm_shared *sh, int dev)
  * on first use), in order, to start on its buffers with its tag base once
  * the stream's earlier work is done; *v: the flag value it publishes when
  * done. */
-static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
-                                  uint64_t tagbase, const void *sendbuf, void *recvbuf, int dev,
-                                  uint32_t *v)
+static void queue_locked(struct comm_shared *sh, struct fc_request *r, void *stream,
+                         uint64_t tagbase, const void *sendbuf, void *recvbuf, uint32_t *v)
 {
-    struct comm_shared *sh = c->sh;
     r->stream = stream;
     r->tagbase = tagbase;
     r->sendbuf = (void *)sendbuf;
     r->recvbuf = recvbuf;
-    pthread_mutex_lock(&sh->lock);
-    fc_result_t rc = stream_prepare(sh, dev);
-    if (rc != FC_SUCCESS) {
-        pthread_mutex_unlock(&sh->lock);
-        return rc;
-    }
     r->stream_ordered = 1;
     r->flag_value = *v = ++sh->flag_next;
     r->next = NULL;
@@ -219,8 +261,84 @@ static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, void 
     sh->stream_active++;
     sh->stream_gen++;
     pthread_cond_signal(&sh->cond);
+}
+
+static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
+                                  uint64_t tagbase, const void *sendbuf, void *recvbuf, int dev,
+                                  uint32_t *v)
+{
+    struct comm_shared *sh = c->sh;
+    pthread_mutex_lock(&sh->lock);
+    fc_result_t rc = stream_prepare(sh, dev);
+    if (rc == FC_SUCCESS)
+        queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf, v);
     pthread_mutex_unlock(&sh->lock);
-    return FC_SUCCESS;
+    return rc;
+}
+
+/* Device memory (or none) in every buffer: the executor reads and writes
+ * them itself. */
+static int lane_fits(const void *sendbuf, const void *recvbuf)
+{
+    struct gpu_ptr p;
+    if (sendbuf && (gpu_ptr_info(sendbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST))
+        return 0;
+    if (recvbuf && (gpu_ptr_info(recvbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST))
+        return 0;
+    return 1;
+}
+
+/* The executor path (see the top): the stream's lane (made on first use,
+ * outside the lock: CUDA allocations may wait for the GPU, whose spinning
+ * kernels may wait for the progress thread), our kernel queued on the
+ * stream, the request queued for the progress thread. r->lane stays NULL,
+ * with FC_SUCCESS, when no lane can be had: the caller goes on with the
+ * stream wait. */
+static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
+                                uint64_t tagbase, const void *sendbuf, void *recvbuf, int dev,
+                                uint32_t *v)
+{
+    struct comm_shared *sh = c->sh;
+    pthread_mutex_lock(&sh->lock);
+    struct gpu_tp *lane = gpu_tp_lane(sh->gpu, stream);
+    int room = gpu_tp_lane_room(sh->gpu);
+    pthread_mutex_unlock(&sh->lock);
+    if (!lane && room) {
+        struct gpu_tp *made = gpu_tp_lane_new(sh->gpu, stream);
+        if (!made)
+            FC_WARN(LOG_COLL, "no stream executor for stream %p (%s): stream-ordered calls on "
+                    "it wait on a flag", stream, fc_last_error());
+        pthread_mutex_lock(&sh->lock);
+        if (!(lane = gpu_tp_lane(sh->gpu, stream)) && made) {
+            gpu_tp_lane_add(sh->gpu, made);
+            lane = made;
+            made = NULL;
+        }
+        pthread_mutex_unlock(&sh->lock);
+        gpu_tp_destroy(made); /* another thread's came first */
+    }
+    if (!lane) {
+        static int told;
+        if (!room && !told++)
+            FC_INFO(LOG_COLL, "stream-ordered calls on more than 32 streams of one family: "
+                    "those on the others wait on a flag, with our copies on our own streams");
+        return FC_SUCCESS;
+    }
+    pthread_mutex_lock(&sh->launch_lock); /* launches and queue in one order */
+    pthread_mutex_lock(&sh->lock);
+    fc_result_t rc = stream_prepare(sh, dev);
+    pthread_mutex_unlock(&sh->lock);
+    if (rc == FC_SUCCESS)
+        rc = gpu_tp_lane_launch(lane, &r->launch);
+    if (rc == FC_SUCCESS) {
+        pthread_mutex_lock(&sh->lock);
+        r->lane = lane;
+        r->tp = gpu_tp_transport(lane);
+        queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf, v);
+        pthread_mutex_unlock(&sh->lock);
+    }
+    pthread_mutex_unlock(&sh->launch_lock);
+    return rc;
 }
 
 static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
@@ -254,6 +372,10 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     if (rc == FC_SUCCESS)
         rc = gpu_event_record_raw(r->ready, stream);
     uint32_t v = 0;
+    if (rc == FC_SUCCESS && r->tp && lane_fits(sendbuf, recvbuf))
+        rc = lane_enqueue(c, r, stream, tb, sendbuf, recvbuf, dev, &v);
+    if (rc == FC_SUCCESS && r->lane)
+        return FC_SUCCESS; /* later work on the stream waits for our kernel */
     if (rc == FC_SUCCESS)
         rc = stream_enqueue(c, r, stream, tb, sendbuf, recvbuf, dev, &v);
     if (rc != FC_SUCCESS) {

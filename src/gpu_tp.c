@@ -40,6 +40,14 @@
  * (2-rank allreduce) is never copied up: 1.3 us of API call and ~2 us on
  * the GPU less per step on an H200. Deferred ranges never overlap: a write
  * over one drops it (wholly covered) or copies it up first (partly).
+ *
+ * Lanes (stream-ordered requests, comm_gpu.c): a lane is a gpu_tp of its
+ * own per caller stream whose d2h, h2d and comp streams are one executor
+ * stream (gpu.h): its copies and kernels become commands that one kernel
+ * of ours, on the caller's stream, runs in order. Everything above holds
+ * with the three streams merged (waits between them are no-ops). Lanes
+ * share their parent's pools and inner transport; the parent's progress
+ * and wait drive them.
  */
 #define _GNU_SOURCE
 #include "gpu_tp.h"
@@ -95,11 +103,10 @@ struct bpool {
     int n, cap;
 };
 
+/* device temporaries by power-of-two size class; never freed while the
+ * transport lives: cuMemFree waits for the whole device, where the
+ * executor kernels of stream-ordered requests wait for this very thread */
 #define POOL_CLASSES 64
-struct pool {
-    int n;
-    void *buf[8];
-};
 
 struct gpu_tp {
     struct transport base;
@@ -121,9 +128,35 @@ struct gpu_tp {
     fc_result_t failed;    /* an early step failed on the GPU */
     struct pend *free_pend;
     struct bpool bbig, bsmall;
-    struct pool dev[POOL_CLASSES];
+    struct bpool dev[POOL_CLASSES];
     char errbuf[512];
+    /* lanes (gpu_tp_lane): a lane's pools and inner progress are its
+     * parent's; its three streams are one executor stream */
+    struct gpu_tp *parent, *lanes, *lane_next;
+    void *caller;
+    int nlanes;
 };
+
+/* the pools' owner */
+static struct gpu_tp *po(struct gpu_tp *g)
+{
+    return g->parent ? g->parent : g;
+}
+
+/* 0 when out of memory */
+static int bpool_push(struct bpool *b, void *buf)
+{
+    if (b->n == b->cap) {
+        int nc = b->cap ? b->cap * 2 : 16;
+        void **n = realloc(b->v, (size_t)nc * sizeof(void *));
+        if (!n)
+            return 0;
+        b->v = n;
+        b->cap = nc;
+    }
+    b->v[b->n++] = buf;
+    return 1;
+}
 
 static int size_class(size_t len)
 {
@@ -136,8 +169,9 @@ static int size_class(size_t len)
 static void *dev_get(struct gpu_tp *g, size_t len)
 {
     int c = size_class(len);
+    g = po(g);
     if (g->dev[c].n > 0)
-        return g->dev[c].buf[--g->dev[c].n];
+        return g->dev[c].v[--g->dev[c].n];
     return gpu_dev_alloc(g->device, (size_t)1 << c);
 }
 
@@ -146,9 +180,8 @@ static void dev_put(struct gpu_tp *g, void *p, size_t len)
     if (!p)
         return;
     int c = size_class(len);
-    if (g->dev[c].n < 8)
-        g->dev[c].buf[g->dev[c].n++] = p;
-    else
+    g = po(g);
+    if (!bpool_push(&g->dev[c], p))
         gpu_dev_free(g->device, p);
 }
 
@@ -156,6 +189,7 @@ static void dev_put(struct gpu_tp *g, void *p, size_t len)
  * messages (in the gdr tier chunks are megabytes, staged messages small). */
 static struct bpool *bpool_of(struct gpu_tp *g, size_t len)
 {
+    g = po(g);
     return len <= SMALL_BOUNCE && g->bounce_size > SMALL_BOUNCE ? &g->bsmall : &g->bbig;
 }
 
@@ -165,24 +199,13 @@ static void *bounce_get(struct gpu_tp *g, struct pend *p, size_t len)
     p->bpool = b;
     if (b->n > 0)
         return b->v[--b->n];
-    return gpu_host_alloc(g->device, b == &g->bsmall ? SMALL_BOUNCE : g->bounce_size);
+    return gpu_host_alloc(g->device, b == &po(g)->bsmall ? SMALL_BOUNCE : g->bounce_size);
 }
 
 static void bounce_put(struct bpool *b, void *buf)
 {
-    if (!buf)
-        return;
-    if (b->n == b->cap) {
-        int nc = b->cap ? b->cap * 2 : 16;
-        void **n = realloc(b->v, (size_t)nc * sizeof(void *));
-        if (!n) {
-            gpu_host_free(buf);
-            return;
-        }
-        b->v = n;
-        b->cap = nc;
-    }
-    b->v[b->n++] = buf;
+    if (buf && !bpool_push(b, buf))
+        gpu_host_free(buf);
 }
 
 static struct pend *pend_get(struct gpu_tp *g)
@@ -260,7 +283,7 @@ static void early_add(struct gpu_tp *g, struct pend *p)
 static fc_result_t after_early(struct gpu_tp *g, gpu_stream_t *s)
 {
     gpu_event_t *t = early_tail(g);
-    return t ? gpu_stream_wait_event_raw(gpu_stream_raw(s), t) : FC_SUCCESS;
+    return t ? gpu_stream_wait_event(s, t) : FC_SUCCESS;
 }
 
 static fc_result_t record(struct gpu_tp *g, struct pend *p, gpu_stream_t *s);
@@ -680,19 +703,10 @@ static fc_result_t gt_local(struct transport *t, const struct local_op *lo, stru
     return FC_SUCCESS;
 }
 
-static fc_result_t gt_progress(struct transport *t, int *ncomp)
+/* Moves g's pending work on: GPU work done, staged sends posted. */
+static int walk(struct gpu_tp *g)
 {
-    struct gpu_tp *g = (struct gpu_tp *)t;
     int n = 0;
-    if (g->failed != FC_SUCCESS) {
-        *ncomp = 0;
-        return FC_ERR_QUIET(g->failed, "%s", g->errbuf);
-    }
-    fc_result_t rc = g->inner->ops->progress(g->inner, &n);
-    if (rc != FC_SUCCESS) {
-        *ncomp = n;
-        return rc;
-    }
     /* collect finished GPU work first, then complete: callbacks may not see
      * a half-walked list */
     struct pend *done = NULL, **pp = &g->pending;
@@ -784,19 +798,46 @@ static fc_result_t gt_progress(struct transport *t, int *ncomp)
         x->done(x, st, st == FC_SUCCESS ? len : 0);
         n++;
     }
+    return n;
+}
+
+static fc_result_t gt_progress(struct transport *t, int *ncomp)
+{
+    struct gpu_tp *g = (struct gpu_tp *)t;
+    int n = 0;
+    for (struct gpu_tp *l = g; l; l = l == g ? g->lanes : l->lane_next)
+        if (l->failed != FC_SUCCESS) {
+            *ncomp = 0;
+            return FC_ERR_QUIET(l->failed, "%s", l->errbuf);
+        }
+    fc_result_t rc = g->parent ? FC_SUCCESS : g->inner->ops->progress(g->inner, &n);
+    if (rc != FC_SUCCESS) {
+        *ncomp = n;
+        return rc;
+    }
+    n += walk(g);
+    for (struct gpu_tp *l = g->lanes; l; l = l->lane_next)
+        n += walk(l);
     *ncomp = n;
     return FC_SUCCESS;
+}
+
+/* GPU work that no file descriptor will announce */
+static int gpu_waiting(struct gpu_tp *g)
+{
+    if (early_tail(g))
+        return 1;
+    for (struct pend *p = g->pending; p; p = p->next)
+        if (p->kind != P_SEND_POSTED && p->kind != P_RECV_POSTED)
+            return 1;
+    return 0;
 }
 
 static void gt_wait(struct transport *t, int timeout_us)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
-    if (early_tail(g)) {
-        sched_yield();
-        return;
-    }
-    for (struct pend *p = g->pending; p; p = p->next)
-        if (p->kind != P_SEND_POSTED && p->kind != P_RECV_POSTED) {
+    for (struct gpu_tp *l = g; l; l = l == g ? g->lanes : l->lane_next)
+        if (gpu_waiting(l)) {
             sched_yield(); /* the GPU signals no file descriptor: poll again soon */
             return;
         }
@@ -931,9 +972,16 @@ void gpu_tp_destroy(struct gpu_tp *g)
 {
     if (!g)
         return;
+    while (g->lanes) {
+        struct gpu_tp *l = g->lanes;
+        g->lanes = l->lane_next;
+        gpu_tp_destroy(l);
+    }
     gpu_stream_destroy(g->d2h);
-    gpu_stream_destroy(g->h2d);
-    gpu_stream_destroy(g->comp);
+    if (g->h2d != g->d2h)
+        gpu_stream_destroy(g->h2d);
+    if (g->comp != g->d2h)
+        gpu_stream_destroy(g->comp);
     while (g->pending) {
         struct pend *p = g->pending;
         g->pending = p->next;
@@ -954,14 +1002,86 @@ void gpu_tp_destroy(struct gpu_tp *g)
         g->free_pend = p->next;
         free(p);
     }
+    if (g->parent) { /* the pools are the parent's */
+        free(g);
+        return;
+    }
     struct bpool *pools[] = {&g->bbig, &g->bsmall};
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < pools[k]->n; i++)
             gpu_host_free(pools[k]->v[i]);
         free(pools[k]->v);
     }
-    for (int c = 0; c < POOL_CLASSES; c++)
+    for (int c = 0; c < POOL_CLASSES; c++) {
         while (g->dev[c].n > 0)
-            gpu_dev_free(g->device, g->dev[c].buf[--g->dev[c].n]);
+            gpu_dev_free(g->device, g->dev[c].v[--g->dev[c].n]);
+        free(g->dev[c].v);
+    }
     free(g);
+}
+
+/* ---- lanes: stream-ordered requests -----------------------------------------
+ * The stream-ordered requests of one caller stream share a lane: a
+ * gpu_tp whose copies and kernels are commands to an executor (gpu.h),
+ * which one of our kernels per request runs on the caller's stream. The
+ * requests of a lane run one after another, as their kernels do. */
+#define LANES_MAX 32
+
+struct gpu_tp *gpu_tp_lane(struct gpu_tp *g, void *caller)
+{
+    for (struct gpu_tp *l = g->lanes; l; l = l->lane_next)
+        if (l->caller == caller)
+            return l;
+    return NULL;
+}
+
+int gpu_tp_lane_room(const struct gpu_tp *g)
+{
+    return g->nlanes < LANES_MAX;
+}
+
+struct gpu_tp *gpu_tp_lane_new(const struct gpu_tp *g, void *caller)
+{
+    struct gpu_tp *l = calloc(1, sizeof(*l));
+    if (!l) {
+        FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    /* hmem 0: a lane stages every transfer through pinned memory with the
+     * executor's copies, even in the gdr tier. A provider that moves
+     * device memory itself does so with CUDA copies on streams of its own
+     * (libfabric's shm: cudaMemcpy), which a waiting caller stream can
+     * hold back in a shared hardware queue as it could ours */
+    *l = (struct gpu_tp){.base = g->base, .inner = g->inner, .device = g->device,
+                         .hmem = 0, .direct_min = g->direct_min,
+                         .bounce_size = g->bounce_size, .parent = (struct gpu_tp *)g,
+                         .caller = caller};
+    if (gpu_exec_create(g->device, &l->d2h) != FC_SUCCESS) {
+        free(l);
+        return NULL;
+    }
+    l->h2d = l->comp = l->d2h;
+    return l;
+}
+
+void gpu_tp_lane_add(struct gpu_tp *g, struct gpu_tp *l)
+{
+    l->lane_next = g->lanes;
+    g->lanes = l;
+    g->nlanes++;
+}
+
+fc_result_t gpu_tp_lane_launch(struct gpu_tp *l, uint32_t *launch)
+{
+    return gpu_exec_launch(l->comp, l->caller, launch);
+}
+
+int gpu_tp_lane_started(struct gpu_tp *l, uint32_t launch)
+{
+    return gpu_exec_started(l->comp, launch);
+}
+
+fc_result_t gpu_tp_lane_close(struct gpu_tp *l)
+{
+    return gpu_exec_close(l->comp);
 }

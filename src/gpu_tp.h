@@ -22,6 +22,24 @@ struct transport *gpu_tp_transport(struct gpu_tp *g);
  * legacy default stream (called at the start of each blocking collective). */
 fc_result_t gpu_tp_order_after_default(struct gpu_tp *g);
 int gpu_tp_device(const struct gpu_tp *g);
+/* Lanes: the stream-ordered requests of one caller stream (a CUDA stream)
+ * share a transport of their own (gpu_tp_transport) whose GPU work runs
+ * inside one kernel per request on that stream; the parent's progress
+ * drives them. Requests of a lane run one at a time: each launches its
+ * kernel (queued on the caller's stream) at the call, starts once
+ * gpu_tp_lane_started, and closes it when finished.
+ * gpu_tp_lane finds caller's lane (lock held); gpu_tp_lane_room says
+ * whether another may be added (at most 32); gpu_tp_lane_new makes one
+ * (CUDA allocations: call it without the family's lock, which spinning
+ * kernels may need meanwhile; NULL with the error recorded) and
+ * gpu_tp_lane_add adds it (lock held). */
+struct gpu_tp *gpu_tp_lane(struct gpu_tp *g, void *caller);
+int gpu_tp_lane_room(const struct gpu_tp *g);
+struct gpu_tp *gpu_tp_lane_new(const struct gpu_tp *g, void *caller);
+void gpu_tp_lane_add(struct gpu_tp *g, struct gpu_tp *lane);
+fc_result_t gpu_tp_lane_launch(struct gpu_tp *lane, uint32_t *launch);
+int gpu_tp_lane_started(struct gpu_tp *lane, uint32_t launch);
+fc_result_t gpu_tp_lane_close(struct gpu_tp *lane);
 /* After the inner transport has stopped (no callback can come). */
 void gpu_tp_destroy(struct gpu_tp *g);
 

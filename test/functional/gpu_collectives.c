@@ -355,6 +355,52 @@ int main(void)
         gu_free(da);
         gu_free(db);
     }
+    /* stream-ordered calls on many streams of one communicator, queued in
+     * the same order on every rank with no synchronization between them,
+     * small ones (the fused kernel) and larger ones (staged) mixed. With
+     * more streams than CUDA's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS,
+     * 8 by default) some streams share a queue, where a stream waiting for
+     * one collective once held back the copies of another: this hung */
+    {
+        enum { NS = 12, ROUNDS = 3, SMALL = 5, BIG = 3000 };
+        void *ss[NS];
+        int32_t *dv[NS];
+        const size_t stride = BIG * 4;
+        for (int i = 0; i < NS; i++) {
+            ss[i] = gu_stream_create();
+            dv[i] = gu_alloc(stride);
+            int32_t *in = (int32_t *)(p_in + i * stride);
+            int len = i % 2 ? BIG : SMALL;
+            for (int k = 0; k < len; k++)
+                in[k] = t.rank + 1 + i + k % 7;
+            gu_copy_async(dv[i], in, (size_t)len * 4, ss[i]);
+        }
+        for (int r = 0; r < ROUNDS; r++)
+            for (int i = 0; i < NS; i++)
+                FT_OK(&t, fc_allreduce_stream(dv[i], dv[i], i % 2 ? BIG : SMALL, FC_INT32,
+                                              FC_SUM, t.comm, ss[i]));
+        for (int i = 0; i < NS; i++)
+            gu_copy_async(p_out + i * stride, dv[i], (size_t)(i % 2 ? BIG : SMALL) * 4, ss[i]);
+        int64_t n = t.size, pw = 1;
+        for (int r = 1; r < ROUNDS; r++)
+            pw *= n;
+        for (int i = 0; i < NS; i++) {
+            FT_CHECK(&t, gu_stream_sync(ss[i]) == 0, "synchronizing stream %d of %d", i, NS);
+            const int32_t *got = (const int32_t *)(p_out + i * stride);
+            for (int k = 0; k < (i % 2 ? BIG : SMALL); k++) {
+                /* round 1: the sum over ranks of rank + 1 + i + k % 7; then times n */
+                int64_t want = (n * (n + 1) / 2 + n * (i + k % 7)) * pw;
+                if (got[k] != (int32_t)want) {
+                    ft_fail(&t, __FILE__, __LINE__,
+                            "%d stream-ordered allreduces on %d streams: stream %d [%d] = %d, "
+                            "expected %lld", ROUNDS * NS, NS, i, k, got[k], (long long)want);
+                    break;
+                }
+            }
+            gu_free(dv[i]);
+            gu_stream_destroy(ss[i]);
+        }
+    }
     h_in = keep_in;
     h_out = keep_out;
     gu_host_free(p_in);
