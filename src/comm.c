@@ -1032,11 +1032,33 @@ fc_result_t comm_destroy(struct fc_comm *c, int abort)
         }
     } else {
         /* never wait for peers: running requests are dropped with the
-         * endpoint (or parked until it closes) */
+         * endpoint (or parked until it closes); stream-ordered ones end
+         * failed, which releases their streams (our kernels there leave) */
         pthread_mutex_lock(&sh->lock);
-        for (struct fc_request **pp = &sh->active; *pp;) {
+        for (struct fc_request **pp = &sh->stream_q; *pp;) {
             struct fc_request *r = *pp;
             if (r->comm == c) {
+                *pp = r->next;
+                if (sh->stream_q_tail == r) {
+                    sh->stream_q_tail = NULL;
+                    for (struct fc_request *q = sh->stream_q; q; q = q->next)
+                        sh->stream_q_tail = q;
+                }
+                r->next = NULL;
+                sched_fail(&r->s, FC_ERR_SYSTEM, "the communicator was aborted");
+                r->done = 1;
+                r->result = FC_ERR_SYSTEM;
+                comm_stream_finished(r);
+            } else {
+                pp = &r->next;
+            }
+        }
+        for (struct fc_request **pp = &sh->active; *pp;) {
+            struct fc_request *r = *pp;
+            if (r->comm == c && r->stream_ordered) {
+                sched_fail(&r->s, FC_ERR_SYSTEM, "the communicator was aborted");
+                finish(r, FC_ERR_SYSTEM); /* unlinks it */
+            } else if (r->comm == c) {
                 *pp = r->next;
                 r->next = sh->zombies;
                 sh->zombies = r;

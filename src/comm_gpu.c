@@ -192,6 +192,8 @@ void comm_stream_start_ready(struct comm_shared *sh)
             sh->stream_q_tail = NULL;
         r->next = NULL;
         fc_result_t rc = d < 0 ? FC_ERR_CUDA : FC_SUCCESS;
+        if (r->lane && rc == FC_SUCCESS)
+            gpu_tp_lane_open(r->lane); /* its kernel runs: the GPU work goes to it */
         if (rc != FC_SUCCESS)
             sched_fail(&r->s, rc, "the work queued before it on the stream failed: %s",
                        err_get());
@@ -277,10 +279,15 @@ static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, void 
 }
 
 /* Device memory (or none) in every buffer: the executor reads and writes
- * them itself. */
-static int lane_fits(const void *sendbuf, const void *recvbuf)
+ * them itself; and a stream that is one stream for every thread (a lane's
+ * kernels must run one after the other: not the per-thread default
+ * stream, a different stream in each thread under one handle). */
+#define STREAM_PER_THREAD ((void *)0x2) /* CU_STREAM_PER_THREAD */
+static int lane_fits(const void *sendbuf, const void *recvbuf, void *stream)
 {
     struct gpu_ptr p;
+    if (stream == STREAM_PER_THREAD)
+        return 0;
     if (sendbuf && (gpu_ptr_info(sendbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST))
         return 0;
     if (recvbuf && (gpu_ptr_info(recvbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST))
@@ -305,11 +312,12 @@ static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *s
     pthread_mutex_unlock(&sh->lock);
     if (!lane && room) {
         struct gpu_tp *made = gpu_tp_lane_new(sh->gpu, stream);
-        if (!made)
-            FC_WARN(LOG_COLL, "no stream executor for stream %p (%s): stream-ordered calls on "
-                    "it wait on a flag", stream, fc_last_error());
+        static int told_fail;
+        if (!made && !told_fail++)
+            FC_WARN(LOG_COLL, "no stream executor for stream %p (%s): stream-ordered calls "
+                    "there wait on a flag", stream, fc_last_error());
         pthread_mutex_lock(&sh->lock);
-        if (!(lane = gpu_tp_lane(sh->gpu, stream)) && made) {
+        if (!(lane = gpu_tp_lane(sh->gpu, stream)) && made && gpu_tp_lane_room(sh->gpu)) {
             gpu_tp_lane_add(sh->gpu, made);
             lane = made;
             made = NULL;
@@ -372,7 +380,7 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     if (rc == FC_SUCCESS)
         rc = gpu_event_record_raw(r->ready, stream);
     uint32_t v = 0;
-    if (rc == FC_SUCCESS && r->tp && lane_fits(sendbuf, recvbuf))
+    if (rc == FC_SUCCESS && r->tp && lane_fits(sendbuf, recvbuf, stream))
         rc = lane_enqueue(c, r, stream, tb, sendbuf, recvbuf, dev, &v);
     if (rc == FC_SUCCESS && r->lane)
         return FC_SUCCESS; /* later work on the stream waits for our kernel */

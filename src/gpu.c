@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "build_config.h"
+#include "gpu_exec.h"
 #include "log.h"
 
 #ifdef HAVE_CUDA
@@ -94,18 +95,17 @@ struct gpu_event {
     struct gpu_event *next;
 };
 
-/* The executor's ring and control words: as in gpu_kernels.cu */
-#define EXEC_RING 1024
-#define EXEC_WORDS 16
 #define EXEC_THREADS 1024 /* one block (gpu_kernels.cu says why) */
-enum { X_COPY = 1, X_REDUCE = 2, X_SCALE = 3, X_EXIT = 4 };
-enum { C_DONE = 0, C_STARTED = 1, C_LEFT = 2, C_ABORT = 3 };
 
 struct gpu_exec {
     uint64_t *ring;         /* pinned host, EXEC_WORDS per command */
     volatile uint32_t *ctl; /* pinned host */
     uint32_t next;          /* the last command posted */
     uint32_t launched;      /* the last launch number */
+    int closed;             /* posts are dropped (gpu_exec_open ends it) */
+    unsigned polls;         /* events polled not done: now and then, probe */
+    CUevent probe;          /* never recorded: its query tells a context error */
+    int device;
 };
 
 static struct gpu_event *event_pool[MAXDEV];
@@ -588,10 +588,16 @@ fc_result_t gpu_event_record_raw(gpu_event_t *e, void *stream)
     return FC_SUCCESS;
 }
 
+static int exec_probe(struct gpu_exec *x);
+
 int gpu_event_done(gpu_event_t *e)
 {
-    if (e->x)
-        return (int32_t)(e->x->ctl[C_DONE] - e->seq) >= 0;
+    if (e->x) {
+        uint32_t done = __atomic_load_n(&e->x->ctl[C_DONE], __ATOMIC_ACQUIRE);
+        if ((int32_t)(done - e->seq) >= 0)
+            return 1;
+        return ++e->x->polls % 4096 ? 0 : exec_probe(e->x);
+    }
     cu.cuCtxPushCurrent_v2(cu.ctx[e->device]);
     CUresult r = cu.cuEventQuery(e->e);
     ctx_pop();
@@ -660,6 +666,15 @@ fc_result_t gpu_exec_create(int device, gpu_stream_t **out)
     }
     memset(x->ring, 0, EXEC_RING * EXEC_WORDS * 8);
     memset((void *)x->ctl, 0, 64);
+    x->device = device;
+    cu.cuCtxPushCurrent_v2(cu.ctx[device]);
+    CUresult r = cu.cuEventCreate(&x->probe, CU_EVENT_DISABLE_TIMING);
+    ctx_pop();
+    if (r != CUDA_SUCCESS) {
+        x->probe = NULL;
+        FC_WARN(LOG_COLL, "cuEventCreate failed: %s: a CUDA error during a stream-ordered "
+                "collective on GPU %d will show as a timeout", cu_err(r), device);
+    }
     *out = s;
     return FC_SUCCESS;
 }
@@ -686,7 +701,28 @@ fc_result_t gpu_exec_launch(gpu_stream_t *s, void *cuda_stream, uint32_t *launch
 
 int gpu_exec_started(gpu_stream_t *s, uint32_t launch)
 {
-    return (int32_t)(s->x->ctl[C_STARTED] - launch) >= 0;
+    return (int32_t)(__atomic_load_n(&s->x->ctl[C_STARTED], __ATOMIC_ACQUIRE) - launch) >= 0;
+}
+
+/* 0, or -1 with the error recorded when the context has failed (the
+ * executor's kernel faulted, or another one did): its commands never end */
+static int exec_probe(struct gpu_exec *x)
+{
+    if (!x->probe)
+        return 0;
+    cu.cuCtxPushCurrent_v2(cu.ctx[x->device]);
+    CUresult r = cu.cuEventQuery(x->probe);
+    ctx_pop();
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
+        return 0;
+    FC_ERR(FC_ERR_CUDA, "GPU %d failed while a stream-ordered collective's kernel ran: %s (%d)",
+           x->device, cu_err(r), (int)r);
+    return -1;
+}
+
+void gpu_exec_open(gpu_stream_t *s)
+{
+    s->x->closed = 0;
 }
 
 /* Posts one command; waits (bounded) while the ring is full: the kernel
@@ -695,6 +731,8 @@ static fc_result_t exec_post(struct gpu_stream *s, uint32_t kind, void *dst, con
                              const void *b, size_t n, int dt, int op, uint32_t div)
 {
     struct gpu_exec *x = s->x;
+    if (x->closed && kind != X_EXIT)
+        return FC_SUCCESS; /* a late post of a closed request: dropped */
     uint32_t seq = x->next + 1;
     double t0 = 0;
     for (unsigned spin = 0; (int32_t)(seq - EXEC_RING - x->ctl[C_DONE]) > 0; spin++) {
@@ -714,16 +752,19 @@ static fc_result_t exec_post(struct gpu_stream *s, uint32_t kind, void *dst, con
     const uint32_t w[12] = {(uint32_t)d,  (uint32_t)(d >> 32),  (uint32_t)pa, (uint32_t)(pa >> 32),
                             (uint32_t)pb, (uint32_t)(pb >> 32), (uint32_t)nn, (uint32_t)(nn >> 32),
                             kind,         (uint32_t)dt,         (uint32_t)op, div};
-    /* each word valid on its own (its seq): no order among the stores */
+    /* each word valid on its own (its seq); release: what the host wrote
+     * for the command (a bounce buffer's bytes) goes before it */
     for (int i = 0; i < 12; i++)
-        __atomic_store_n(&slot[i], (uint64_t)seq << 32 | w[i], __ATOMIC_RELAXED);
+        __atomic_store_n(&slot[i], (uint64_t)seq << 32 | w[i], __ATOMIC_RELEASE);
     x->next = seq;
     return FC_SUCCESS;
 }
 
 fc_result_t gpu_exec_close(gpu_stream_t *s)
 {
-    return exec_post(s, X_EXIT, NULL, NULL, NULL, 0, 0, 0, 0);
+    fc_result_t rc = exec_post(s, X_EXIT, NULL, NULL, NULL, 0, 0, 0, 0);
+    s->x->closed = 1;
+    return rc;
 }
 
 static void exec_destroy(struct gpu_stream *s)
@@ -740,6 +781,11 @@ static void exec_destroy(struct gpu_stream *s)
     } else {
         gpu_host_free(x->ring);
         gpu_host_free((void *)x->ctl);
+    }
+    if (x->probe) {
+        cu.cuCtxPushCurrent_v2(cu.ctx[s->device]);
+        cu.cuEventDestroy_v2(x->probe);
+        ctx_pop();
     }
     free(x);
     free(s);
@@ -960,8 +1006,10 @@ int gpu_event_done(gpu_event_t *e) { (void)e; return -1; }
 fc_result_t gpu_stream_wait_event_raw(void *s, gpu_event_t *e) { (void)s; (void)e; NOCUDA; }
 fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e) { (void)s; (void)e; NOCUDA; }
 fc_result_t gpu_exec_create(int d, gpu_stream_t **o) { (void)d; (void)o; NOCUDA; }
-fc_result_t gpu_exec_launch(gpu_stream_t *s, void *c, uint32_t *l) { (void)s; (void)c; (void)l; NOCUDA; }
+fc_result_t gpu_exec_launch(gpu_stream_t *s, void *c, uint32_t *l)
+{ (void)s; (void)c; (void)l; NOCUDA; }
 int gpu_exec_started(gpu_stream_t *s, uint32_t l) { (void)s; (void)l; return 0; }
+void gpu_exec_open(gpu_stream_t *s) { (void)s; }
 fc_result_t gpu_exec_close(gpu_stream_t *s) { (void)s; NOCUDA; }
 void gpu_legacy_sync(void) {}
 fc_result_t gpu_stream_sync(gpu_stream_t *s) { (void)s; NOCUDA; }

@@ -91,7 +91,9 @@ fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e);
  * gpu_scale_async, in order; events recorded on it are done when the work
  * posted before them is), until gpu_exec_close. Launches of one executor
  * go on one caller stream, whose order runs them one after the other; post
- * nothing for a launch before gpu_exec_started says it runs.
+ * nothing for a launch before gpu_exec_started says it runs, then
+ * gpu_exec_open: between a close and the next open posts are dropped.
+ * Events on it report a CUDA error of the context (a faulted kernel).
  * gpu_stream_destroy aborts kernels still queued. Why: a stream that waits
  * (cuStreamWaitValue32, or a kernel that spins) holds back whatever CUDA
  * maps onto the same hardware queue (CUDA_DEVICE_MAX_CONNECTIONS, 8 by
@@ -99,6 +101,7 @@ fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e);
 fc_result_t gpu_exec_create(int device, gpu_stream_t **out);
 fc_result_t gpu_exec_launch(gpu_stream_t *s, void *cuda_stream, uint32_t *launch);
 int gpu_exec_started(gpu_stream_t *s, uint32_t launch);
+void gpu_exec_open(gpu_stream_t *s);
 fc_result_t gpu_exec_close(gpu_stream_t *s);
 /* Waits for the legacy default stream of the calling thread's context:
  * providers copy device memory with cudaMemcpy, which returns before a

@@ -14,6 +14,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "gpu_exec.h" // the ring's layout, shared with gpu.c
+
 template <typename T> struct acc {
     typedef T type;
     __device__ static T load(T v) { return v; }
@@ -255,9 +257,6 @@ __device__ void fused(const T *send, T *recv, uint64_t *out, const uint64_t *in,
 // ring: a kernel still queued returns at once).
 // One block: a kernel is resident whole or not at all, so it never waits
 // for a part of itself that other spinning kernels keep off the GPU.
-#define EXEC_RING 1024
-#define EXEC_WORDS 16 // per slot (12 used)
-enum { X_COPY = 1, X_REDUCE = 2, X_SCALE = 3, X_EXIT = 4 };
 struct exec_cmd {
     uint64_t dst, a, b, n; // n: bytes (COPY) or elements (REDUCE, SCALE)
     uint32_t kind, dt, op, div;
@@ -336,11 +335,11 @@ extern "C" __global__ void __launch_bounds__(1024)
     __shared__ uint32_t seq;
     const bool lead = threadIdx.x == 0;
     if (threadIdx.x == 0) {
-        seq = ctl[0] + 1; // after the previous kernel's last command
+        seq = ctl[C_DONE] + 1; // after the previous kernel's last command
         stop = 0;
     }
     if (lead) {
-        ctl[1] = launch;
+        ctl[C_STARTED] = launch;
         __threadfence_system();
     }
     __syncthreads();
@@ -358,12 +357,14 @@ extern "C" __global__ void __launch_bounds__(1024)
                         w[lane] = (uint32_t)x;
                     break;
                 }
-                if (spin % 1024 == 0 && __shfl_sync(0xffffffffu, lane == 0 ? ctl[3] : 0, 0)) {
+                if (spin % 1024 == 0 &&
+                    __shfl_sync(0xffffffffu, lane == 0 ? ctl[C_ABORT] : 0, 0)) {
                     if (lane == 0)
                         stop = 1;
                     break;
                 }
             }
+            __threadfence(); // what the command reads comes after the command
         }
         __syncthreads();
         if (stop)
@@ -382,16 +383,16 @@ extern "C" __global__ void __launch_bounds__(1024)
         __syncthreads(); // every thread's part done (w and seq read, too)
         if (lead) {
             __threadfence_system(); // the block's writes, seen before the done word
-            ctl[0] = seq;           // the host may use what the command wrote
+            ctl[C_DONE] = seq;      // the host may use what the command wrote
             seq++;
         }
         __syncthreads(); // seq read by warp 0 after it changed
     }
     if (lead) {
         if (!stop && c.kind == X_EXIT)
-            ctl[0] = seq;
+            ctl[C_DONE] = seq;
         __threadfence_system();
-        ctl[2] = launch;
+        ctl[C_LEFT] = launch;
     }
 }
 

@@ -822,10 +822,12 @@ static fc_result_t gt_progress(struct transport *t, int *ncomp)
     return FC_SUCCESS;
 }
 
-/* GPU work that no file descriptor will announce */
+/* GPU work that no file descriptor will announce. Called without the
+ * family's lock (wait): reads only (early_tail would release the list). */
 static int gpu_waiting(struct gpu_tp *g)
 {
-    if (early_tail(g))
+    gpu_event_t *t = g->early ? g->tail : NULL;
+    if (t && gpu_event_done(t) == 0)
         return 1;
     for (struct pend *p = g->pending; p; p = p->next)
         if (p->kind != P_SEND_POSTED && p->kind != P_RECV_POSTED)
@@ -1079,6 +1081,11 @@ fc_result_t gpu_tp_lane_launch(struct gpu_tp *l, uint32_t *launch)
 int gpu_tp_lane_started(struct gpu_tp *l, uint32_t launch)
 {
     return gpu_exec_started(l->comp, launch);
+}
+
+void gpu_tp_lane_open(struct gpu_tp *l)
+{
+    gpu_exec_open(l->comp);
 }
 
 fc_result_t gpu_tp_lane_close(struct gpu_tp *l)

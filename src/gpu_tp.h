@@ -27,7 +27,8 @@ int gpu_tp_device(const struct gpu_tp *g);
  * inside one kernel per request on that stream; the parent's progress
  * drives them. Requests of a lane run one at a time: each launches its
  * kernel (queued on the caller's stream) at the call, starts once
- * gpu_tp_lane_started, and closes it when finished.
+ * gpu_tp_lane_started (then gpu_tp_lane_open), and closes it when
+ * finished.
  * gpu_tp_lane finds caller's lane (lock held); gpu_tp_lane_room says
  * whether another may be added (at most 32); gpu_tp_lane_new makes one
  * (CUDA allocations: call it without the family's lock, which spinning
@@ -39,6 +40,10 @@ struct gpu_tp *gpu_tp_lane_new(const struct gpu_tp *g, void *caller);
 void gpu_tp_lane_add(struct gpu_tp *g, struct gpu_tp *lane);
 fc_result_t gpu_tp_lane_launch(struct gpu_tp *lane, uint32_t *launch);
 int gpu_tp_lane_started(struct gpu_tp *lane, uint32_t launch);
+/* At the start of a request of the lane (once started): GPU work is posted
+ * to its kernel until the close; anything posted after the close (a late
+ * receive of a failed request) is dropped, not left to the next kernel. */
+void gpu_tp_lane_open(struct gpu_tp *lane);
 fc_result_t gpu_tp_lane_close(struct gpu_tp *lane);
 /* After the inner transport has stopped (no callback can come). */
 void gpu_tp_destroy(struct gpu_tp *g);

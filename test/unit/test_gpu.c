@@ -153,15 +153,47 @@ Test(gpu, kernels_match_host_kernels)
     free(got);
 }
 
-/* Polls e until done (at most ~10 s); returns microseconds waited. */
+static double since_us(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0->tv_sec) * 1e6 + (t1.tv_nsec - t0->tv_nsec) / 1e3;
+}
+
+/* Polls e until done, at most 10 s; returns the microseconds waited, or -1
+ * (not done, or an error). */
 static double wait_event(gpu_event_t *e)
 {
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; gpu_event_done(e) == 0; i++)
-        cr_assert(i < 2000000000L, "executor command never finished");
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+    int d;
+    while ((d = gpu_event_done(e)) == 0)
+        if (since_us(&t0) > 10e6)
+            return -1;
+    return d > 0 ? since_us(&t0) : -1;
+}
+
+/* Polls until the executor's kernel of launch l runs, at most 10 s. */
+static int wait_started(gpu_stream_t *x, uint32_t l)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!gpu_exec_started(x, l))
+        if (since_us(&t0) > 10e6)
+            return 0;
+    return 1;
+}
+
+/* Whether the caller's stream cs gets past what is queued on it (an event
+ * recorded now) within 10 s: a kernel of ours there has left. */
+static int stream_drains(gpu_stream_t *cs)
+{
+    gpu_event_t *e;
+    if (gpu_event_get(0, &e) != FC_SUCCESS || gpu_event_record(e, cs) != FC_SUCCESS)
+        return 0;
+    int ok = wait_event(e) >= 0;
+    gpu_event_put(e);
+    return ok;
 }
 
 /* The executor (stream-ordered collectives' GPU work): one kernel on a
@@ -179,21 +211,21 @@ Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
     const size_t n = 10007;
     char *exp = malloc(n * 8);
     /* pinned: the executor reads and writes host memory itself */
-    char *a = gpu_host_alloc(0, n * 8), *b = gpu_host_alloc(0, n * 8), *got = gpu_host_alloc(0, n * 8);
+    char *a = gpu_host_alloc(0, n * 8), *b = gpu_host_alloc(0, n * 8);
+    char *got = gpu_host_alloc(0, n * 8);
     void *da = gpu_dev_alloc(0, n * 8), *db = gpu_dev_alloc(0, n * 8), *dd = gpu_dev_alloc(0, n * 8);
     cr_assert(exp && a && b && got && da && db && dd);
     gpu_event_t *ev;
     cr_assert_eq(gpu_event_get(0, &ev), FC_SUCCESS);
     char bad[300] = "";
     uint32_t launch;
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     cr_assert_eq(gpu_exec_launch(x, gpu_stream_raw(cs), &launch), FC_SUCCESS, "%s",
                  fc_last_error());
-    for (long i = 0; !gpu_exec_started(x, launch); i++)
-        cr_assert(i < 2000000000L, "the executor kernel never started");
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double start_us = (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+    cr_assert(wait_started(x, launch), "the executor kernel did not start within 10 s");
+    gpu_exec_open(x);
+    double start_us = since_us(&t0);
     for (int dt = 0; dt < 10 && !bad[0]; dt++) {
         size_t es = fc_datatype_size((fc_datatype_t)dt);
         fill(a, (fc_datatype_t)dt, n, 3, 1);
@@ -213,7 +245,11 @@ Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
             gpu_memcpy_async(got, dd, n * es - 1, x);
             gpu_memcpy_async(got + n * es - 1, (char *)dd + n * es - 1, 1, x);
             gpu_event_record(ev, x);
-            wait_event(ev);
+            if (wait_event(ev) < 0) {
+                snprintf(bad, sizeof(bad), "executor: %s commands not done within 10 s: %s",
+                         reduce_dt_name(dt), fc_last_error());
+                break;
+            }
             for (size_t i = 0; i < n; i++)
                 if (!same(got, exp, i, (fc_datatype_t)dt)) {
                     snprintf(bad, sizeof(bad), "executor: %s %s element %zu differs",
@@ -224,10 +260,13 @@ Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
     }
     /* the round trip of one small command, host to GPU and back */
     double sum = 0;
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 200 && !bad[0]; i++) {
         gpu_memcpy_async(got, da, 8, x);
         gpu_event_record(ev, x);
-        sum += wait_event(ev);
+        double us = wait_event(ev);
+        if (us < 0)
+            snprintf(bad, sizeof(bad), "executor: a small copy not done within 10 s");
+        sum += us;
     }
     /* bandwidth of the copies through PCIe (pinned host memory) */
     const size_t big = n * 8 & ~(size_t)15;
@@ -235,34 +274,40 @@ Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
     for (int i = 0; i < 20; i++)
         gpu_memcpy_async(i % 2 ? dd : got, i % 2 ? got : dd, big, x);
     gpu_event_record(ev, x);
-    wait_event(ev);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double bw = 20.0 * big / ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec));
+    if (wait_event(ev) < 0 && !bad[0])
+        snprintf(bad, sizeof(bad), "executor: large copies not done within 10 s");
+    double bw = 20.0 * big / (since_us(&t0) * 1e3);
     fprintf(stderr, "executor: kernel start %.1f us after launch; a small command %.1f us; "
             "%zu-byte copies to and from pinned memory %.1f GB/s\n", start_us, sum / 200, big, bw);
     cr_assert_eq(gpu_exec_close(x), FC_SUCCESS);
-    int left = gpu_stream_sync(cs) == FC_SUCCESS;
-    /* a second launch starts after the first one's commands: the next
-     * command goes to it */
-    int32_t second = 0;
-    if (left && gpu_exec_launch(x, gpu_stream_raw(cs), &launch) == FC_SUCCESS) {
-        while (!gpu_exec_started(x, launch))
-            ;
-        int32_t v = 12345;
+    int left = stream_drains(cs);
+    /* posts between a close and the next open are dropped; a second launch
+     * starts after the first one's commands: the next command goes to it */
+    int32_t second = 0, v = 12345, stale = 777, late = -1;
+    memcpy(a + 4, &stale, 4);
+    memset(got + 8, 0, 4);
+    gpu_memcpy_async(got + 8, a + 4, 4, x); /* after the close: dropped */
+    if (left && gpu_exec_launch(x, gpu_stream_raw(cs), &launch) == FC_SUCCESS &&
+        wait_started(x, launch)) {
+        gpu_exec_open(x);
         memcpy(a, &v, 4);
+        memset(got, 0, 4);
         gpu_memcpy_async(dd, a, 4, x);
         gpu_memcpy_async(got, dd, 4, x);
         gpu_event_record(ev, x);
-        wait_event(ev);
-        memcpy(&second, got, 4);
+        if (wait_event(ev) >= 0) {
+            memcpy(&second, got, 4);
+            memcpy(&late, got + 8, 4);
+        }
     }
     /* left open: destroying the executor makes it leave */
     gpu_event_put(ev);
     gpu_stream_destroy(x);
-    int left_at_destroy = gpu_stream_sync(cs) == FC_SUCCESS;
+    int left_at_destroy = stream_drains(cs);
     cr_assert(!bad[0], "%s", bad);
     cr_assert(left, "the executor did not leave when closed: %s", fc_last_error());
     cr_assert_eq(second, 12345, "second launch: %d", second);
+    cr_assert_eq(late, 0, "a copy posted after the close ran in the next kernel (%d)", late);
     cr_assert(left_at_destroy, "an open executor did not leave at destroy");
     gpu_dev_free(0, da);
     gpu_dev_free(0, db);
@@ -277,18 +322,18 @@ Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
 struct closer {
     gpu_stream_t *x;
     int delay_ms;
-    volatile int closed;
+    int closed; /* 0; 1: the test's thread took it; 2: the closer did */
 };
 
 static void *close_later(void *arg)
 {
     struct closer *c = arg;
-    for (int i = 0; i < c->delay_ms && !c->closed; i++)
+    for (int i = 0; i < c->delay_ms && !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE); i++)
         usleep(1000);
-    if (!c->closed) {
-        c->closed = 2;
+    int none = 0;
+    if (__atomic_compare_exchange_n(&c->closed, &none, 2, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
         gpu_exec_close(c->x);
-    }
     return NULL;
 }
 
@@ -305,8 +350,7 @@ Test(gpu, allocations_do_not_wait_for_a_running_executor, .timeout = 60)
     cr_assert_eq(gpu_exec_create(0, &x), FC_SUCCESS, "%s", fc_last_error());
     uint32_t launch;
     cr_assert_eq(gpu_exec_launch(x, gpu_stream_raw(cs), &launch), FC_SUCCESS);
-    while (!gpu_exec_started(x, launch))
-        ;
+    cr_assert(wait_started(x, launch), "the executor kernel did not start within 10 s");
     struct closer c = {.x = x, .delay_ms = 3000};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, close_later, &c), 0);
@@ -324,12 +368,13 @@ Test(gpu, allocations_do_not_wait_for_a_running_executor, .timeout = 60)
                 worst[k] = us;
         }
     }
-    int was_running = !c.closed;
-    c.closed = c.closed ? c.closed : 1;
+    int none = 0;
+    int was_running = __atomic_compare_exchange_n(&c.closed, &none, 1, 0, __ATOMIC_ACQ_REL,
+                                                  __ATOMIC_ACQUIRE);
     pthread_join(th, NULL);
-    if (c.closed == 1)
+    if (was_running)
         gpu_exec_close(x);
-    cr_assert_eq(gpu_stream_sync(cs), FC_SUCCESS);
+    cr_assert(stream_drains(cs), "the executor did not leave when closed");
     fprintf(stderr, "allocations beside a running executor: pinned %.0f us, device %.0f us at "
             "worst\n", worst[0], worst[1]);
     for (int i = 0; i < 40; i++) {
