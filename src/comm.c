@@ -1035,24 +1035,20 @@ fc_result_t comm_destroy(struct fc_comm *c, int abort)
          * endpoint (or parked until it closes); stream-ordered ones end
          * failed, which releases their streams (our kernels there leave) */
         pthread_mutex_lock(&sh->lock);
+        struct fc_request *kept = NULL; /* the queue's last one left */
         for (struct fc_request **pp = &sh->stream_q; *pp;) {
             struct fc_request *r = *pp;
             if (r->comm == c) {
                 *pp = r->next;
-                if (sh->stream_q_tail == r) {
-                    sh->stream_q_tail = NULL;
-                    for (struct fc_request *q = sh->stream_q; q; q = q->next)
-                        sh->stream_q_tail = q;
-                }
                 r->next = NULL;
                 sched_fail(&r->s, FC_ERR_SYSTEM, "the communicator was aborted");
-                r->done = 1;
-                r->result = FC_ERR_SYSTEM;
-                comm_stream_finished(r);
+                finish(r, FC_ERR_SYSTEM); /* not active: only its stream is released */
             } else {
+                kept = r;
                 pp = &r->next;
             }
         }
+        sh->stream_q_tail = kept;
         for (struct fc_request **pp = &sh->active; *pp;) {
             struct fc_request *r = *pp;
             if (r->comm == c && r->stream_ordered) {

@@ -105,7 +105,6 @@ struct gpu_exec {
     int closed;             /* posts are dropped (gpu_exec_open ends it) */
     unsigned polls;         /* events polled not done: now and then, probe */
     CUevent probe;          /* never recorded: its query tells a context error */
-    int device;
 };
 
 static struct gpu_event *event_pool[MAXDEV];
@@ -588,7 +587,7 @@ fc_result_t gpu_event_record_raw(gpu_event_t *e, void *stream)
     return FC_SUCCESS;
 }
 
-static int exec_probe(struct gpu_exec *x);
+static int exec_probe(struct gpu_exec *x, int device);
 
 int gpu_event_done(gpu_event_t *e)
 {
@@ -596,7 +595,7 @@ int gpu_event_done(gpu_event_t *e)
         uint32_t done = __atomic_load_n(&e->x->ctl[C_DONE], __ATOMIC_ACQUIRE);
         if ((int32_t)(done - e->seq) >= 0)
             return 1;
-        return ++e->x->polls % 4096 ? 0 : exec_probe(e->x);
+        return ++e->x->polls % 4096 ? 0 : exec_probe(e->x, e->device);
     }
     cu.cuCtxPushCurrent_v2(cu.ctx[e->device]);
     CUresult r = cu.cuEventQuery(e->e);
@@ -666,7 +665,6 @@ fc_result_t gpu_exec_create(int device, gpu_stream_t **out)
     }
     memset(x->ring, 0, EXEC_RING * EXEC_WORDS * 8);
     memset((void *)x->ctl, 0, 64);
-    x->device = device;
     cu.cuCtxPushCurrent_v2(cu.ctx[device]);
     CUresult r = cu.cuEventCreate(&x->probe, CU_EVENT_DISABLE_TIMING);
     ctx_pop();
@@ -706,17 +704,17 @@ int gpu_exec_started(gpu_stream_t *s, uint32_t launch)
 
 /* 0, or -1 with the error recorded when the context has failed (the
  * executor's kernel faulted, or another one did): its commands never end */
-static int exec_probe(struct gpu_exec *x)
+static int exec_probe(struct gpu_exec *x, int device)
 {
     if (!x->probe)
         return 0;
-    cu.cuCtxPushCurrent_v2(cu.ctx[x->device]);
+    cu.cuCtxPushCurrent_v2(cu.ctx[device]);
     CUresult r = cu.cuEventQuery(x->probe);
     ctx_pop();
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
         return 0;
     FC_ERR(FC_ERR_CUDA, "GPU %d failed while a stream-ordered collective's kernel ran: %s (%d)",
-           x->device, cu_err(r), (int)r);
+           device, cu_err(r), (int)r);
     return -1;
 }
 

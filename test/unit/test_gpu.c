@@ -184,6 +184,20 @@ static int wait_started(gpu_stream_t *x, uint32_t l)
     return 1;
 }
 
+/* A caller's stream and an executor whose kernel runs there (launch l);
+ * returns the microseconds from the launch until the kernel ran. */
+static double start_exec(gpu_stream_t **cs, gpu_stream_t **x, uint32_t *l)
+{
+    cr_assert_eq(gpu_stream_create(0, cs), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_eq(gpu_exec_create(0, x), FC_SUCCESS, "%s", fc_last_error());
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(gpu_exec_launch(*x, gpu_stream_raw(*cs), l), FC_SUCCESS, "%s",
+                 fc_last_error());
+    cr_assert(wait_started(*x, *l), "the executor kernel did not start within 10 s");
+    return since_us(&t0);
+}
+
 /* Whether the caller's stream cs gets past what is queued on it (an event
  * recorded now) within 10 s: a kernel of ours there has left. */
 static int stream_drains(gpu_stream_t *cs)
@@ -205,9 +219,6 @@ static int stream_drains(gpu_stream_t *cs)
 Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
 {
     need_gpu();
-    gpu_stream_t *cs, *x;
-    cr_assert_eq(gpu_stream_create(0, &cs), FC_SUCCESS, "%s", fc_last_error());
-    cr_assert_eq(gpu_exec_create(0, &x), FC_SUCCESS, "%s", fc_last_error());
     const size_t n = 10007;
     char *exp = malloc(n * 8);
     /* pinned: the executor reads and writes host memory itself */
@@ -218,14 +229,11 @@ Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
     gpu_event_t *ev;
     cr_assert_eq(gpu_event_get(0, &ev), FC_SUCCESS);
     char bad[300] = "";
+    gpu_stream_t *cs, *x;
     uint32_t launch;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    cr_assert_eq(gpu_exec_launch(x, gpu_stream_raw(cs), &launch), FC_SUCCESS, "%s",
-                 fc_last_error());
-    cr_assert(wait_started(x, launch), "the executor kernel did not start within 10 s");
+    double start_us = start_exec(&cs, &x, &launch);
     gpu_exec_open(x);
-    double start_us = since_us(&t0);
+    struct timespec t0;
     for (int dt = 0; dt < 10 && !bad[0]; dt++) {
         size_t es = fc_datatype_size((fc_datatype_t)dt);
         fill(a, (fc_datatype_t)dt, n, 3, 1);
@@ -346,15 +354,12 @@ Test(gpu, allocations_do_not_wait_for_a_running_executor, .timeout = 60)
 {
     need_gpu();
     gpu_stream_t *cs, *x;
-    cr_assert_eq(gpu_stream_create(0, &cs), FC_SUCCESS, "%s", fc_last_error());
-    cr_assert_eq(gpu_exec_create(0, &x), FC_SUCCESS, "%s", fc_last_error());
     uint32_t launch;
-    cr_assert_eq(gpu_exec_launch(x, gpu_stream_raw(cs), &launch), FC_SUCCESS);
-    cr_assert(wait_started(x, launch), "the executor kernel did not start within 10 s");
+    start_exec(&cs, &x, &launch);
     struct closer c = {.x = x, .delay_ms = 3000};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, close_later, &c), 0);
-    struct timespec t0, t1;
+    struct timespec t0;
     double worst[2] = {0, 0};
     void *keep[2][40] = {{0}};
     for (int i = 0; i < 40; i++) {
@@ -362,8 +367,7 @@ Test(gpu, allocations_do_not_wait_for_a_running_executor, .timeout = 60)
         for (int k = 0; k < 2; k++) {
             clock_gettime(CLOCK_MONOTONIC, &t0);
             keep[k][i] = k ? gpu_dev_alloc(0, len) : gpu_host_alloc(0, len);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            double us = (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+            double us = since_us(&t0);
             if (us > worst[k])
                 worst[k] = us;
         }
