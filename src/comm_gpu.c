@@ -14,6 +14,11 @@
  * the collective once the kernel runs (the stream's earlier work done).
  * The stream-ordered requests of one stream share the executor (a lane of
  * the device transport) and run one after another, as their kernels do.
+ * Whatever a request stages through (pinned buffers, scratch) is set aside
+ * at the call: while our kernels run, the progress thread makes no CUDA
+ * call that allocates. Such a call takes the context's lock for writing,
+ * which an application's cuMemFree (or cudaFree) holds while it waits for
+ * the whole device, our kernels included: both would wait for ever.
  *
  * A host buffer among them (staged through our own streams), or no lane
  * left: the call records an event on the caller's stream and makes the
@@ -295,6 +300,17 @@ static int lane_fits(const void *sendbuf, const void *recvbuf, void *stream)
     return 1;
 }
 
+struct need_arg {
+    struct gpu_tp_need n;
+    const struct gpu_tp *lane;
+};
+
+static void need_step(void *arg, size_t chunk_len, uint32_t nchunks)
+{
+    struct need_arg *a = arg;
+    gpu_tp_need_add(&a->n, a->lane, chunk_len, nchunks);
+}
+
 /* The executor path (see the top): the stream's lane (made on first use,
  * outside the lock: CUDA allocations may wait for the GPU, whose spinning
  * kernels may wait for the progress thread), our kernel queued on the
@@ -332,10 +348,18 @@ static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *s
                     "those on the others wait on a flag, with our copies on our own streams");
         return FC_SUCCESS;
     }
+    /* what the request will stage, set aside now: once its kernel runs,
+     * nothing of it may wait for a CUDA allocation */
+    struct need_arg na = {.n = {.window = c->window}, .lane = lane};
+    sched_xfer_shapes(&r->s, c->chunk, need_step, &na);
     pthread_mutex_lock(&sh->launch_lock); /* launches and queue in one order */
-    pthread_mutex_lock(&sh->lock);
-    fc_result_t rc = stream_prepare(sh, dev);
-    pthread_mutex_unlock(&sh->lock);
+    fc_result_t rc = gpu_tp_lane_reserve(lane, &na.n, r->s.scratch ? 0 : r->s.scratch_bytes,
+                                         &sh->lock);
+    if (rc == FC_SUCCESS) {
+        pthread_mutex_lock(&sh->lock);
+        rc = stream_prepare(sh, dev);
+        pthread_mutex_unlock(&sh->lock);
+    }
     if (rc == FC_SUCCESS)
         rc = gpu_tp_lane_launch(lane, &r->launch);
     if (rc == FC_SUCCESS) {

@@ -511,6 +511,13 @@ int gpu_device_mps(int device)
     return v;
 }
 
+/* An event from the pool, or a new one without its CUDA event: that is
+ * made when it is first recorded on a CUDA stream (ev_cuda). Events of an
+ * executor stream are command numbers and never need one, so the progress
+ * thread, which records them while stream-ordered kernels run, makes no
+ * CUDA call that takes the context's lock for writing (cuEventCreate):
+ * such a call waits while the application's cuMemFree waits for the
+ * device, and the device would wait for this thread. */
 fc_result_t gpu_event_get(int device, gpu_event_t **out)
 {
     fc_result_t rc = device_init(device);
@@ -526,17 +533,22 @@ fc_result_t gpu_event_get(int device, gpu_event_t **out)
         if (!e)
             return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
         e->device = device;
-        cu.cuCtxPushCurrent_v2(cu.ctx[device]);
-        CUresult r = cu.cuEventCreate(&e->e, CU_EVENT_DISABLE_TIMING);
-        CUcontext old;
-        cu.cuCtxPopCurrent_v2(&old);
-        if (r != CUDA_SUCCESS) {
-            free(e);
-            return FC_ERR(FC_ERR_CUDA, "cuEventCreate failed: %s", cu_err(r));
-        }
     }
     e->x = NULL;
     *out = e;
+    return FC_SUCCESS;
+}
+
+/* e's CUDA event, made on first use (context current) */
+static fc_result_t ev_cuda(struct gpu_event *e)
+{
+    if (e->e)
+        return FC_SUCCESS;
+    CUresult r = cu.cuEventCreate(&e->e, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) {
+        e->e = NULL;
+        return FC_ERR(FC_ERR_CUDA, "cuEventCreate failed: %s", cu_err(r));
+    }
     return FC_SUCCESS;
 }
 
@@ -558,33 +570,31 @@ fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s)
         e->seq = s->x->next; /* done with the last command posted */
         return FC_SUCCESS;
     }
-    fc_result_t brc_ = ctx_push(e->device);
-    if (brc_ != FC_SUCCESS)
-        return brc_;
-    {
+    fc_result_t rc = ctx_push(e->device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    if ((rc = ev_cuda(e)) == FC_SUCCESS) {
         CUresult r = cu.cuEventRecord(e->e, s->s);
         if (r != CUDA_SUCCESS)
-            brc_ = FC_ERR(FC_ERR_CUDA, "cuEventRecord failed: %s", cu_err(r));}
+            rc = FC_ERR(FC_ERR_CUDA, "cuEventRecord failed: %s", cu_err(r));
+    }
     ctx_pop();
-    if (brc_ != FC_SUCCESS)
-        return brc_;
-    return FC_SUCCESS;
+    return rc;
 }
 
 fc_result_t gpu_event_record_raw(gpu_event_t *e, void *stream)
 {
-    fc_result_t brc_ = ctx_push(e->device);
-    if (brc_ != FC_SUCCESS)
-        return brc_;
-    {
+    fc_result_t rc = ctx_push(e->device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    if ((rc = ev_cuda(e)) == FC_SUCCESS) {
         CUresult r = cu.cuEventRecord(e->e, (CUstream)stream);
         if (r != CUDA_SUCCESS)
-            brc_ = FC_ERR(FC_ERR_CUDA, "cuEventRecord on the caller's stream failed: %s (is it a "
-                          "stream of this buffer's device?)", cu_err(r));}
+            rc = FC_ERR(FC_ERR_CUDA, "cuEventRecord on the caller's stream failed: %s (is it a "
+                        "stream of this buffer's device?)", cu_err(r));
+    }
     ctx_pop();
-    if (brc_ != FC_SUCCESS)
-        return brc_;
-    return FC_SUCCESS;
+    return rc;
 }
 
 static int exec_probe(struct gpu_exec *x, int device);
@@ -597,6 +607,8 @@ int gpu_event_done(gpu_event_t *e)
             return 1;
         return ++e->x->polls % 4096 ? 0 : exec_probe(e->x, e->device);
     }
+    if (!e->e)
+        return 1; /* never recorded (cuEventQuery says the same) */
     cu.cuCtxPushCurrent_v2(cu.ctx[e->device]);
     CUresult r = cu.cuEventQuery(e->e);
     ctx_pop();
@@ -611,6 +623,8 @@ int gpu_event_done(gpu_event_t *e)
 
 fc_result_t gpu_stream_wait_event_raw(void *stream, gpu_event_t *e)
 {
+    if (!e->e)
+        return FC_SUCCESS; /* never recorded: nothing to wait for */
     fc_result_t brc_ = ctx_push(e->device);
     if (brc_ != FC_SUCCESS)
         return brc_;

@@ -46,8 +46,12 @@
  * stream (gpu.h): its copies and kernels become commands that one kernel
  * of ours, on the caller's stream, runs in order. Everything above holds
  * with the three streams merged (waits between them are no-ops). Lanes
- * share their parent's pools and inner transport; the parent's progress
- * and wait drive them.
+ * share their parent's inner transport; the parent's progress and wait
+ * drive them. A lane has pools of its own, filled at each call for what
+ * the request can hold at once (gpu_tp_lane_reserve): the progress thread
+ * makes no CUDA allocation for it (an application's cuMemFree, which waits
+ * for the whole device, holds the lock such a call needs, and the device
+ * would wait for the progress thread: this hung).
  */
 #define _GNU_SOURCE
 #include "gpu_tp.h"
@@ -130,18 +134,12 @@ struct gpu_tp {
     struct bpool bbig, bsmall;
     struct bpool dev[POOL_CLASSES];
     char errbuf[512];
-    /* lanes (gpu_tp_lane): a lane's pools and inner progress are its
-     * parent's; its three streams are one executor stream */
+    /* lanes (gpu_tp_lane): a lane's inner progress is its parent's; its
+     * three streams are one executor stream */
     struct gpu_tp *parent, *lanes, *lane_next;
     void *caller;
     int nlanes;
 };
-
-/* the pools' owner */
-static struct gpu_tp *po(struct gpu_tp *g)
-{
-    return g->parent ? g->parent : g;
-}
 
 /* 0 when out of memory */
 static int bpool_push(struct bpool *b, void *buf)
@@ -166,10 +164,12 @@ static int size_class(size_t len)
     return c;
 }
 
+/* A lane's scratch block was set aside at the call (gpu_tp_lane_reserve);
+ * it allocates here only past that (a block still held by a failed
+ * request's posted transfers). */
 static void *dev_get(struct gpu_tp *g, size_t len)
 {
     int c = size_class(len);
-    g = po(g);
     if (g->dev[c].n > 0)
         return g->dev[c].v[--g->dev[c].n];
     return gpu_dev_alloc(g->device, (size_t)1 << c);
@@ -180,26 +180,33 @@ static void dev_put(struct gpu_tp *g, void *p, size_t len)
     if (!p)
         return;
     int c = size_class(len);
-    g = po(g);
     if (!bpool_push(&g->dev[c], p))
         gpu_dev_free(g->device, p);
 }
 
 /* Pinned bounce buffers: chunk-sized ones, and small ones for small
  * messages (in the gdr tier chunks are megabytes, staged messages small). */
-static struct bpool *bpool_of(struct gpu_tp *g, size_t len)
+static int is_small(const struct gpu_tp *g, size_t len)
 {
-    g = po(g);
-    return len <= SMALL_BOUNCE && g->bounce_size > SMALL_BOUNCE ? &g->bsmall : &g->bbig;
+    return len <= SMALL_BOUNCE && g->bounce_size > SMALL_BOUNCE;
 }
 
+static struct bpool *bpool_of(struct gpu_tp *g, size_t len)
+{
+    return is_small(g, len) ? &g->bsmall : &g->bbig;
+}
+
+/* NULL when out of memory, or (a lane) when its reserved buffers are all
+ * in use: the step then waits for one to come back (FC_AGAIN) */
 static void *bounce_get(struct gpu_tp *g, struct pend *p, size_t len)
 {
     struct bpool *b = bpool_of(g, len);
     p->bpool = b;
     if (b->n > 0)
         return b->v[--b->n];
-    return gpu_host_alloc(g->device, b == &po(g)->bsmall ? SMALL_BOUNCE : g->bounce_size);
+    if (g->parent)
+        return NULL;
+    return gpu_host_alloc(g->device, b == &g->bsmall ? SMALL_BOUNCE : g->bounce_size);
 }
 
 static void bounce_put(struct bpool *b, void *buf)
@@ -528,6 +535,8 @@ static fc_result_t gt_send(struct transport *t, int peer, uint64_t tag, const vo
     if (!p || !(p->bounce = bounce_get(g, p, len))) {
         if (p)
             pend_put(g, p);
+        if (p && g->parent)
+            return FC_AGAIN;
         return FC_ERR(FC_ERR_NO_MEMORY, "out of pinned memory for staging a send (%zu bytes)",
                       len);
     }
@@ -572,6 +581,8 @@ static fc_result_t gt_recv(struct transport *t, int peer, uint64_t tag, void *bu
     if (!p || !(p->bounce = bounce_get(g, p, len))) {
         if (p)
             pend_put(g, p);
+        if (p && g->parent)
+            return FC_AGAIN;
         return FC_ERR(FC_ERR_NO_MEMORY, "out of pinned memory for staging a receive");
     }
     p->kind = P_RECV_POSTED;
@@ -1004,10 +1015,6 @@ void gpu_tp_destroy(struct gpu_tp *g)
         g->free_pend = p->next;
         free(p);
     }
-    if (g->parent) { /* the pools are the parent's */
-        free(g);
-        return;
-    }
     struct bpool *pools[] = {&g->bbig, &g->bsmall};
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < pools[k]->n; i++)
@@ -1091,4 +1098,70 @@ void gpu_tp_lane_open(struct gpu_tp *l)
 fc_result_t gpu_tp_lane_close(struct gpu_tp *l)
 {
     return gpu_exec_close(l->comp);
+}
+
+/* A step's chunks held at once: a chunk up to EARLY_MAX keeps its bounce
+ * buffer past its transfer (a deferred receive until the collective ends,
+ * an early copy until the GPU is past it), so all of them; larger ones
+ * return it when done, so the window's. */
+void gpu_tp_need_add(struct gpu_tp_need *n, const struct gpu_tp *l, size_t chunk_len,
+                     uint32_t nchunks)
+{
+    size_t k = nchunks;
+    if (chunk_len > EARLY_MAX && n->window > 0 && k > (size_t)n->window)
+        k = (size_t)n->window;
+    if (is_small(l, chunk_len))
+        n->small += k;
+    else
+        n->big += k;
+}
+
+/* Allocates up to `want` buffers of `size` bytes into v (host: pinned,
+ * else device); returns how many. */
+static int alloc_some(int device, int host, size_t size, void **v, int want)
+{
+    int got = 0;
+    while (got < want && (v[got] = host ? gpu_host_alloc(device, size)
+                                        : gpu_dev_alloc(device, size)) != NULL)
+        got++;
+    return got;
+}
+
+fc_result_t gpu_tp_lane_reserve(struct gpu_tp *l, const struct gpu_tp_need *n, size_t scratch,
+                                pthread_mutex_t *lock)
+{
+    int c = scratch ? size_class(scratch) : -1;
+    pthread_mutex_lock(lock);
+    /* short of what one request holds at most: the lane's requests run
+     * one after another, each handing back all it took */
+    size_t ws = n->small > (size_t)l->bsmall.n ? n->small - (size_t)l->bsmall.n : 0;
+    size_t wb = n->big > (size_t)l->bbig.n ? n->big - (size_t)l->bbig.n : 0;
+    int wd = c >= 0 && l->dev[c].n == 0;
+    pthread_mutex_unlock(lock);
+    if (!ws && !wb && !wd)
+        return FC_SUCCESS;
+    void **v = calloc(ws + wb + 1, sizeof(void *));
+    if (!v)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    int gs = alloc_some(l->device, 1, SMALL_BOUNCE, v, (int)ws);
+    int gb = gs == (int)ws ? alloc_some(l->device, 1, l->bounce_size, v + gs, (int)wb) : 0;
+    int gd = gs == (int)ws && gb == (int)wb && wd ? alloc_some(l->device, 0, (size_t)1 << c,
+                                                                v + gs + gb, 1)
+                                                  : 0;
+    fc_result_t rc = FC_SUCCESS;
+    if (gs < (int)ws || gb < (int)wb || gd < wd)
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "cannot set aside staging memory for a stream-ordered "
+                    "collective on GPU %d (%zu pinned buffers of %zu bytes, %zu of %zu, %s): %s",
+                    l->device, ws, (size_t)SMALL_BOUNCE, wb, l->bounce_size,
+                    wd ? "a device block" : "no device block", err_get());
+    pthread_mutex_lock(lock);
+    for (int i = 0; i < gs; i++)
+        bounce_put(&l->bsmall, v[i]);
+    for (int i = 0; i < gb; i++)
+        bounce_put(&l->bbig, v[gs + i]);
+    if (gd)
+        dev_put(l, v[gs + gb], (size_t)1 << c);
+    pthread_mutex_unlock(lock);
+    free(v);
+    return rc;
 }

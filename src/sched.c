@@ -617,6 +617,19 @@ fc_result_t sched_advance(struct sched *s)
     return s->status;
 }
 
+void sched_xfer_shapes(const struct sched *s, size_t chunk,
+                       void (*fn)(void *arg, size_t chunk_len, uint32_t nchunks), void *arg)
+{
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        const struct sched_step *st = &s->steps[i];
+        if (!is_xfer(st) || st->len == 0)
+            continue;
+        size_t c = chunk && chunk < st->len ? chunk : st->len;
+        uint32_t n = (uint32_t)((st->len + c - 1) / c);
+        fn(arg, n == 1 && st->post_len > c ? st->post_len : c, n);
+    }
+}
+
 void sched_describe_wait(const struct sched *s, char *buf, size_t len)
 {
     size_t o = 0;

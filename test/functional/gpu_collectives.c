@@ -401,6 +401,39 @@ int main(void)
             gu_stream_destroy(ss[i]);
         }
     }
+    /* a cudaFree while stream-ordered collectives are in flight: it waits
+     * for the whole device, our kernels included, holding a lock of the
+     * CUDA context that any allocation needs; the progress thread must
+     * finish them without allocating (their staging memory is set aside at
+     * the call). A fresh stream (a lane with empty pools) and more chunks
+     * than any call before: the progress thread allocated here, and hung */
+    {
+        enum { BIGN = 1 << 21 }; /* 8 MiB of int32 */
+        void *ns = gu_stream_create();
+        int32_t *dz = gu_alloc((size_t)BIGN * 4);
+        void *junk = gu_alloc(4096);
+        FT_CHECK(&t, ns && dz && junk, "allocating for the cudaFree check");
+        if (ns && dz && junk) {
+            gu_memset(dz, 1, (size_t)BIGN * 4); /* each int32 0x01010101 */
+            gu_sync();
+            FT_OK(&t, fc_allreduce_stream(dz, dz, BIGN, FC_INT32, FC_SUM, t.comm, ns));
+            FT_OK(&t, fc_allreduce_stream(dz, dz, BIGN, FC_INT32, FC_SUM, t.comm, ns));
+            gu_free(junk); /* returns once the device is idle */
+            junk = NULL;
+            FT_CHECK(&t, gu_stream_sync(ns) == 0, "synchronizing the stream after a cudaFree");
+            int32_t ends[2];
+            gu_to_host(&ends[0], dz, 4);
+            gu_to_host(&ends[1], dz + BIGN - 1, 4);
+            int64_t want = (int64_t)t.size * t.size * 0x01010101;
+            for (int i = 0; i < 2; i++)
+                FT_CHECK(&t, ends[i] == (int32_t)want,
+                         "2 stream-ordered allreduces of %d int32 around a cudaFree: %s = %d, "
+                         "expected %lld", BIGN, i ? "last" : "first", ends[i], (long long)want);
+        }
+        gu_free(junk);
+        gu_free(dz);
+        gu_stream_destroy(ns);
+    }
     h_in = keep_in;
     h_out = keep_out;
     gu_host_free(p_in);
