@@ -109,6 +109,17 @@ struct gpu_exec {
 
 static struct gpu_event *event_pool[MAXDEV];
 
+/* e's CUDA event, made on first use (context current): see gpu_event_get */
+static CUresult ev_make(struct gpu_event *e)
+{
+    if (e->e)
+        return CUDA_SUCCESS;
+    CUresult r = cu.cuEventCreate(&e->e, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS)
+        e->e = NULL;
+    return r;
+}
+
 static const char *cu_err(CUresult r)
 {
     const char *s = NULL;
@@ -478,8 +489,12 @@ fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, void *const *c
     if (queued)
         *queued = r != CUDA_SUCCESS;
     if (r == CUDA_ERROR_NOT_READY) {
-        what = "cuEventRecord on the legacy default stream";
-        r = cu.cuEventRecord(ev->e, CU_STREAM_LEGACY);
+        what = "cuEventCreate";
+        r = ev_make(ev);
+        if (r == CUDA_SUCCESS) {
+            what = "cuEventRecord on the legacy default stream";
+            r = cu.cuEventRecord(ev->e, CU_STREAM_LEGACY);
+        }
         if (r == CUDA_SUCCESS) {
             what = "cuStreamWaitEvent";
             r = cu.cuStreamWaitEvent(s->s, ev->e, 0);
@@ -542,14 +557,9 @@ fc_result_t gpu_event_get(int device, gpu_event_t **out)
 /* e's CUDA event, made on first use (context current) */
 static fc_result_t ev_cuda(struct gpu_event *e)
 {
-    if (e->e)
-        return FC_SUCCESS;
-    CUresult r = cu.cuEventCreate(&e->e, CU_EVENT_DISABLE_TIMING);
-    if (r != CUDA_SUCCESS) {
-        e->e = NULL;
-        return FC_ERR(FC_ERR_CUDA, "cuEventCreate failed: %s", cu_err(r));
-    }
-    return FC_SUCCESS;
+    CUresult r = ev_make(e);
+    return r == CUDA_SUCCESS ? FC_SUCCESS
+                             : FC_ERR(FC_ERR_CUDA, "cuEventCreate failed: %s", cu_err(r));
 }
 
 void gpu_event_put(gpu_event_t *e)

@@ -474,6 +474,63 @@ static void run_cases(const char *const (*cases)[2], size_t ncases, int nmin, in
         }
 }
 
+/* The fused small allreduce of a blocking call waits for the caller's work
+ * on the legacy default stream through an event of the pool, fresh here
+ * (its CUDA event is made on first use): with an executor kernel holding
+ * that stream, the fused kernel (one rank: its own vector only) must not
+ * finish until the executor leaves, and then must. */
+Test(gpu, fused_kernel_waits_for_the_legacy_stream, .timeout = 60)
+{
+    need_gpu();
+    const size_t count = 5;
+    float v[5] = {1.5f, -2, 3, 1e6f, 0.25f}, got[5] = {0};
+    void *ds = gpu_dev_alloc(0, 64), *dr = gpu_dev_alloc(0, 64);
+    uint64_t *out = gpu_host_alloc(0, 4096), *in = gpu_host_alloc(0, 4096);
+    volatile uint32_t *flags = gpu_host_alloc(0, 64);
+    cr_assert(ds && dr && out && in && flags, "%s", fc_last_error());
+    memset((void *)flags, 0, 64);
+    gpu_copy_sync(ds, v, sizeof(v));
+    gpu_stream_t *fs, *x;
+    uint32_t l;
+    cr_assert_eq(gpu_stream_create(0, &fs), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_eq(gpu_exec_create(0, &x), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_eq(gpu_exec_launch(x, NULL, &l), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert(wait_started(x, l), "the executor kernel did not start on the legacy stream");
+    gpu_exec_open(x);
+    gpu_event_t *ev;
+    cr_assert_eq(gpu_event_get(0, &ev), FC_SUCCESS, "%s", fc_last_error());
+    int queued = 0;
+    fc_result_t rc = gpu_fused_allreduce(fs, ev, NULL, ds, dr, out, in, flags, 1, 1, 0, count,
+                                         FC_FLOAT32, FC_SUM, &queued);
+    usleep(50000);
+    uint32_t early = flags[2];
+    gpu_exec_close(x); /* the executor leaves: the legacy stream drains */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (rc == FC_SUCCESS && __atomic_load_n(&flags[2], __ATOMIC_ACQUIRE) != 1 &&
+           since_us(&t0) < 10e6)
+        usleep(100);
+    uint32_t late = flags[2];
+    gpu_stream_destroy(x);
+    gpu_stream_destroy(fs);
+    gpu_event_put(ev);
+    cr_assert_eq(rc, FC_SUCCESS, "launching the fused kernel behind the legacy stream: %s",
+                 fc_last_error());
+    cr_assert_eq(queued, 1, "the legacy stream's executor kernel was not seen as queued work");
+    cr_assert_eq(early, 0, "the fused kernel finished while the legacy stream was held");
+    cr_assert_eq(late, 1, "the fused kernel did not finish within 10 s of the legacy stream "
+                 "draining (flags[2] = %u)", late);
+    gpu_copy_sync(got, dr, sizeof(got));
+    for (size_t i = 0; i < count; i++)
+        cr_assert_eq(got[i], v[i], "one rank's fused allreduce: [%zu] = %g, expected %g", i,
+                     got[i], v[i]);
+    gpu_dev_free(0, ds);
+    gpu_dev_free(0, dr);
+    gpu_host_free(out);
+    gpu_host_free(in);
+    gpu_host_free((void *)flags);
+}
+
 Test(gpu, staged_algorithms_with_device_buffers, .timeout = 120)
 {
     need_gpu();
