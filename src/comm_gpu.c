@@ -305,10 +305,10 @@ struct need_arg {
     const struct gpu_tp *lane;
 };
 
-static void need_step(void *arg, size_t chunk_len, uint32_t nchunks)
+static void need_step(void *arg, size_t chunk_len, uint32_t nchunks, int recv)
 {
     struct need_arg *a = arg;
-    gpu_tp_need_add(&a->n, a->lane, chunk_len, nchunks);
+    gpu_tp_need_add(&a->n, a->lane, chunk_len, nchunks, recv);
 }
 
 /* The executor path (see the top): the stream's lane (made on first use,

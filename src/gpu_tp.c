@@ -1100,16 +1100,20 @@ fc_result_t gpu_tp_lane_close(struct gpu_tp *l)
     return gpu_exec_close(l->comp);
 }
 
-/* A step's chunks held at once: a chunk up to EARLY_MAX keeps its bounce
- * buffer past its transfer (a deferred receive until the collective ends,
- * an early copy until the GPU is past it), so all of them; larger ones
- * return it when done, so the window's. */
+/* A step's bounce buffers held at once: a send's, its window's (a chunk's
+ * buffer returns when it is sent); a receive of chunks up to DEFER_MAX, all
+ * of them (deferred, they keep the bytes until the collective ends); a
+ * larger receive, twice the window's (an early chunk keeps its buffer
+ * until the executor has copied it up, which needs nothing from us: a
+ * request that finds none waits, it does not block). */
 void gpu_tp_need_add(struct gpu_tp_need *n, const struct gpu_tp *l, size_t chunk_len,
-                     uint32_t nchunks)
+                     uint32_t nchunks, int recv)
 {
-    size_t k = nchunks;
-    if (chunk_len > EARLY_MAX && n->window > 0 && k > (size_t)n->window)
-        k = (size_t)n->window;
+    size_t k = nchunks, w = n->window > 0 ? (size_t)n->window : 1;
+    if (!recv)
+        k = k < w ? k : w;
+    else if (chunk_len > DEFER_MAX)
+        k = k < 2 * w ? k : 2 * w;
     if (is_small(l, chunk_len))
         n->small += k;
     else

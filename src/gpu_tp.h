@@ -60,7 +60,7 @@ struct gpu_tp_need {
     int window;        /* chunks in flight per step */
 };
 void gpu_tp_need_add(struct gpu_tp_need *n, const struct gpu_tp *lane, size_t chunk_len,
-                     uint32_t nchunks);
+                     uint32_t nchunks, int recv);
 fc_result_t gpu_tp_lane_reserve(struct gpu_tp *lane, const struct gpu_tp_need *n,
                                 size_t scratch, pthread_mutex_t *lock);
 /* After the inner transport has stopped (no callback can come). */

@@ -618,7 +618,8 @@ fc_result_t sched_advance(struct sched *s)
 }
 
 void sched_xfer_shapes(const struct sched *s, size_t chunk,
-                       void (*fn)(void *arg, size_t chunk_len, uint32_t nchunks), void *arg)
+                       void (*fn)(void *arg, size_t chunk_len, uint32_t nchunks, int recv),
+                       void *arg)
 {
     for (uint32_t i = 0; i < s->nsteps; i++) {
         const struct sched_step *st = &s->steps[i];
@@ -626,7 +627,7 @@ void sched_xfer_shapes(const struct sched *s, size_t chunk,
             continue;
         size_t c = chunk && chunk < st->len ? chunk : st->len;
         uint32_t n = (uint32_t)((st->len + c - 1) / c);
-        fn(arg, n == 1 && st->post_len > c ? st->post_len : c, n);
+        fn(arg, n == 1 && st->post_len > c ? st->post_len : c, n, st->op == SOP_RECV);
     }
 }
 

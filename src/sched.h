@@ -193,11 +193,13 @@ void sched_fail(struct sched *s, fc_result_t rc, const char *fmt, ...)
  * not yet complete, or for steps blocked on them. */
 void sched_describe_wait(const struct sched *s, char *buf, size_t len);
 /* Calls fn for each transfer step that carries bytes, with the size of its
- * chunks (the bytes posted, for a receive of one chunk) and their number
- * under a chunking of `chunk` bytes (0: none): what a transport that
- * stages transfers can set aside before the schedule starts. */
+ * chunks (the bytes posted, for a receive of one chunk), their number
+ * under a chunking of `chunk` bytes (0: none) and whether it receives:
+ * what a transport that stages transfers can set aside before the
+ * schedule starts. */
 void sched_xfer_shapes(const struct sched *s, size_t chunk,
-                       void (*fn)(void *arg, size_t chunk_len, uint32_t nchunks), void *arg);
+                       void (*fn)(void *arg, size_t chunk_len, uint32_t nchunks, int recv),
+                       void *arg);
 /* Frees everything. Must not be called while transfers are posted
  * (xfers_out > 0) unless the transport is already closed. */
 void sched_release(struct sched *s);
