@@ -300,17 +300,6 @@ static int lane_fits(const void *sendbuf, const void *recvbuf, void *stream)
     return 1;
 }
 
-struct need_arg {
-    struct gpu_tp_need n;
-    const struct gpu_tp *lane;
-};
-
-static void need_step(void *arg, size_t chunk_len, uint32_t nchunks, int recv)
-{
-    struct need_arg *a = arg;
-    gpu_tp_need_add(&a->n, a->lane, chunk_len, nchunks, recv);
-}
-
 /* The executor path (see the top): the stream's lane (made on first use,
  * outside the lock: CUDA allocations may wait for the GPU, whose spinning
  * kernels may wait for the progress thread), our kernel queued on the
@@ -350,10 +339,10 @@ static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *s
     }
     /* what the request will stage, set aside now: once its kernel runs,
      * nothing of it may wait for a CUDA allocation */
-    struct need_arg na = {.n = {.window = c->window}, .lane = lane};
-    sched_xfer_shapes(&r->s, c->chunk, need_step, &na);
+    struct gpu_tp_need need = {.lane = lane, .window = c->window};
+    sched_xfer_shapes(&r->s, c->chunk, gpu_tp_need_add, &need);
     pthread_mutex_lock(&sh->launch_lock); /* launches and queue in one order */
-    fc_result_t rc = gpu_tp_lane_reserve(lane, &na.n, r->s.scratch ? 0 : r->s.scratch_bytes,
+    fc_result_t rc = gpu_tp_lane_reserve(lane, &need, r->s.scratch ? 0 : r->s.scratch_bytes,
                                          &sh->lock);
     if (rc == FC_SUCCESS) {
         pthread_mutex_lock(&sh->lock);

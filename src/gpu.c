@@ -527,7 +527,7 @@ int gpu_device_mps(int device)
 }
 
 /* An event from the pool, or a new one without its CUDA event: that is
- * made when it is first recorded on a CUDA stream (ev_cuda). Events of an
+ * made when it is first recorded on a CUDA stream (ev_record). Events of an
  * executor stream are command numbers and never need one, so the progress
  * thread, which records them while stream-ordered kernels run, makes no
  * CUDA call that takes the context's lock for writing (cuEventCreate):
@@ -554,14 +554,6 @@ fc_result_t gpu_event_get(int device, gpu_event_t **out)
     return FC_SUCCESS;
 }
 
-/* e's CUDA event, made on first use (context current) */
-static fc_result_t ev_cuda(struct gpu_event *e)
-{
-    CUresult r = ev_make(e);
-    return r == CUDA_SUCCESS ? FC_SUCCESS
-                             : FC_ERR(FC_ERR_CUDA, "cuEventCreate failed: %s", cu_err(r));
-}
-
 void gpu_event_put(gpu_event_t *e)
 {
     if (!e)
@@ -573,6 +565,23 @@ void gpu_event_put(gpu_event_t *e)
     pthread_mutex_unlock(&cu.lock);
 }
 
+/* Records e on a CUDA stream, its CUDA event made on first use; where and
+ * hint: which stream and what to check, for the message */
+static fc_result_t ev_record(gpu_event_t *e, CUstream stream, const char *where,
+                             const char *hint)
+{
+    fc_result_t rc = ctx_push(e->device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    CUresult r = ev_make(e);
+    if (r != CUDA_SUCCESS)
+        rc = FC_ERR(FC_ERR_CUDA, "cuEventCreate failed: %s", cu_err(r));
+    else if ((r = cu.cuEventRecord(e->e, stream)) != CUDA_SUCCESS)
+        rc = FC_ERR(FC_ERR_CUDA, "cuEventRecord%s failed: %s%s", where, cu_err(r), hint);
+    ctx_pop();
+    return rc;
+}
+
 fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s)
 {
     e->x = s->x;
@@ -580,31 +589,13 @@ fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s)
         e->seq = s->x->next; /* done with the last command posted */
         return FC_SUCCESS;
     }
-    fc_result_t rc = ctx_push(e->device);
-    if (rc != FC_SUCCESS)
-        return rc;
-    if ((rc = ev_cuda(e)) == FC_SUCCESS) {
-        CUresult r = cu.cuEventRecord(e->e, s->s);
-        if (r != CUDA_SUCCESS)
-            rc = FC_ERR(FC_ERR_CUDA, "cuEventRecord failed: %s", cu_err(r));
-    }
-    ctx_pop();
-    return rc;
+    return ev_record(e, s->s, "", "");
 }
 
 fc_result_t gpu_event_record_raw(gpu_event_t *e, void *stream)
 {
-    fc_result_t rc = ctx_push(e->device);
-    if (rc != FC_SUCCESS)
-        return rc;
-    if ((rc = ev_cuda(e)) == FC_SUCCESS) {
-        CUresult r = cu.cuEventRecord(e->e, (CUstream)stream);
-        if (r != CUDA_SUCCESS)
-            rc = FC_ERR(FC_ERR_CUDA, "cuEventRecord on the caller's stream failed: %s (is it a "
-                        "stream of this buffer's device?)", cu_err(r));
-    }
-    ctx_pop();
-    return rc;
+    return ev_record(e, (CUstream)stream, " on the caller's stream",
+                     " (is it a stream of this buffer's device?)");
 }
 
 static int exec_probe(struct gpu_exec *x, int device);

@@ -1106,15 +1106,15 @@ fc_result_t gpu_tp_lane_close(struct gpu_tp *l)
  * larger receive, twice the window's (an early chunk keeps its buffer
  * until the executor has copied it up, which needs nothing from us: a
  * request that finds none waits, it does not block). */
-void gpu_tp_need_add(struct gpu_tp_need *n, const struct gpu_tp *l, size_t chunk_len,
-                     uint32_t nchunks, int recv)
+void gpu_tp_need_add(void *need, size_t chunk_len, uint32_t nchunks, int recv)
 {
+    struct gpu_tp_need *n = need;
     size_t k = nchunks, w = n->window > 0 ? (size_t)n->window : 1;
     if (!recv)
         k = k < w ? k : w;
     else if (chunk_len > DEFER_MAX)
         k = k < 2 * w ? k : 2 * w;
-    if (is_small(l, chunk_len))
+    if (is_small(n->lane, chunk_len))
         n->small += k;
     else
         n->big += k;

@@ -47,8 +47,9 @@ int gpu_tp_lane_started(struct gpu_tp *lane, uint32_t launch);
  * receive of a failed request) is dropped, not left to the next kernel. */
 void gpu_tp_lane_open(struct gpu_tp *lane);
 fc_result_t gpu_tp_lane_close(struct gpu_tp *lane);
-/* What a request of a lane stages at most at once: add each transfer step
- * (sched_xfer_shapes) to a zeroed need, then gpu_tp_lane_reserve, in the
+/* What a request of a lane stages at most at once: gpu_tp_need_add, given
+ * as sched_xfer_shapes' callback, adds each transfer step to a need of the
+ * lane (window set, counts zero); then gpu_tp_lane_reserve, in the
  * caller's thread before the kernel is launched, tops the lane's own pools
  * up to it (pinned bounce buffers and one device block of the scratch's
  * size), taking `lock` (the family's) only to add them. Once its kernel
@@ -56,11 +57,11 @@ fc_result_t gpu_tp_lane_close(struct gpu_tp *lane);
  * it must not wait for the CUDA context's lock, which an application's
  * cuMemFree holds while it waits for the device, kernels included. */
 struct gpu_tp_need {
-    size_t small, big; /* bounce buffers of each size */
+    const struct gpu_tp *lane;
     int window;        /* chunks in flight per step */
+    size_t small, big; /* bounce buffers of each size */
 };
-void gpu_tp_need_add(struct gpu_tp_need *n, const struct gpu_tp *lane, size_t chunk_len,
-                     uint32_t nchunks, int recv);
+void gpu_tp_need_add(void *need, size_t chunk_len, uint32_t nchunks, int recv);
 fc_result_t gpu_tp_lane_reserve(struct gpu_tp *lane, const struct gpu_tp_need *n,
                                 size_t scratch, pthread_mutex_t *lock);
 /* After the inner transport has stopped (no callback can come). */

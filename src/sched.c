@@ -247,6 +247,13 @@ static void chunk_done(struct sched *s, uint32_t i, uint32_t k)
             push(s, s->succs[e].step);
 }
 
+/* chunks of a step of len > 0 bytes cut at chunk bytes (0: whole) */
+static inline uint32_t nchunks_of(size_t len, size_t chunk)
+{
+    size_t c = chunk ? chunk : len;
+    return (uint32_t)((len + c - 1) / c);
+}
+
 static inline size_t chunk_len(const struct sched *s, const struct sched_step *st, uint32_t k)
 {
     size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : st->len;
@@ -551,8 +558,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
         pf += st->npred;
         sf += st->nsucc;
         st->npred = st->nsucc = 0;
-        size_t c = s->env.chunk_bytes ? s->env.chunk_bytes : st->len;
-        st->nchunks = st->len == 0 ? st->zmsg : (uint32_t)((st->len + c - 1) / c);
+        st->nchunks = st->len == 0 ? st->zmsg : nchunks_of(st->len, s->env.chunk_bytes);
     }
     for (uint32_t e = 0; e < s->nedges; e++) {
         struct sched_step *dep = &s->steps[s->edges[e].step];
@@ -626,7 +632,7 @@ void sched_xfer_shapes(const struct sched *s, size_t chunk,
         if (!is_xfer(st) || st->len == 0)
             continue;
         size_t c = chunk && chunk < st->len ? chunk : st->len;
-        uint32_t n = (uint32_t)((st->len + c - 1) / c);
+        uint32_t n = nchunks_of(st->len, chunk);
         fn(arg, n == 1 && st->post_len > c ? st->post_len : c, n, st->op == SOP_RECV);
     }
 }
