@@ -162,7 +162,11 @@ void log_write(int level, unsigned subsys, const char *func, const char *fmt, ..
 static fc_result_t err_vset(fc_result_t code, int level, const char *func, const char *fmt,
                             va_list ap)
 {
-    vsnprintf(err_buf, sizeof(err_buf), fmt, ap);
+    /* through a copy: the arguments may be err_get() itself (the message
+     * of the call that failed underneath) */
+    char tmp[sizeof(err_buf)];
+    vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    memcpy(err_buf, tmp, sizeof(err_buf));
     if (level <= log_level_cur)
         log_write(level, LOG_ALL, func, "%s (%s)", err_buf, fc_strerror(code));
     return code;

@@ -119,3 +119,13 @@ Test(config, table_is_documented)
             cr_assert_str_neq(r.name, config_row(j).name, "duplicate row %s", r.name);
     }
 }
+
+/* An error that quotes the one underneath it (err_get() as an argument)
+ * keeps both: the message is formatted before it replaces the old one. */
+Test(errors, a_message_may_quote_the_previous_one)
+{
+    FC_ERR_QUIET(FC_ERR_CUDA, "cuMemAlloc(%d bytes) failed: out of memory", 4096);
+    FC_ERR_QUIET(FC_ERR_NO_MEMORY, "cannot stage a host buffer: %s", err_get());
+    cr_assert_str_eq(err_get(),
+                     "cannot stage a host buffer: cuMemAlloc(4096 bytes) failed: out of memory");
+}
