@@ -71,6 +71,9 @@ struct coll_algo {
 };
 
 const char *coll_kind_name(enum coll_kind k); /* "allreduce", "bcast", ... */
+/* Bytes of R_SEND (recv 0) or R_RECV (recv 1) this rank's call touches,
+ * by the table above (0: the buffer is not used on this rank). */
+size_t coll_region_bytes(const struct coll_args *a, int recv);
 int coll_kind_from_name(const char *name, size_t len);
 
 /* Every algorithm, in table order; NULL-terminated. */

@@ -22,6 +22,21 @@ const char *coll_kind_name(enum coll_kind k)
     return (unsigned)k < COLL_NKINDS ? kind_names[k] : "?";
 }
 
+size_t coll_region_bytes(const struct coll_args *a, int recv)
+{
+    size_t b = a->count * a->esize, n = (size_t)a->nranks;
+    int root = a->rank == a->root;
+    switch (a->kind) {
+    case COLL_ALLREDUCE: return b;
+    case COLL_BCAST: return recv || root ? b : 0;
+    case COLL_REDUCE: return !recv || root ? b : 0;
+    case COLL_ALLGATHER: return recv ? n * b : b;
+    case COLL_REDUCE_SCATTER: return recv ? b : n * b;
+    case COLL_ALLTOALL: return n * b;
+    default: return 0;
+    }
+}
+
 int coll_kind_from_name(const char *name, size_t len)
 {
     for (int k = 0; k < COLL_NKINDS; k++)

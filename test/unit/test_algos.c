@@ -239,3 +239,57 @@ ALGO_TESTS(reduce_scatter, halving)
 ALGO_TESTS(alltoall, pairwise)
 ALGO_TESTS(alltoall, bruck)
 ALGO_TESTS(barrier, dissemination)
+
+/* coll_region_bytes (what a stream-ordered call stages for a host buffer)
+ * bounds every byte each algorithm's schedule touches in R_SEND and R_RECV
+ * on every rank, and a region it calls unused (0) is never touched. */
+static void region_bound(const struct sched *s, const struct sched_buf *b, size_t len,
+                         const size_t lim[R_NREGIONS], const struct coll_algo *al,
+                         const struct coll_args *a, uint32_t step)
+{
+    if ((b->region != R_SEND && b->region != R_RECV) || len == 0)
+        return;
+    cr_assert(b->off + len <= lim[b->region],
+              "%s/%s n=%d rank=%d root=%d count=%zu in_place=%d: step %u touches %s bytes "
+              "%zu..%zu, past coll_region_bytes %zu",
+              coll_kind_name(a->kind), al->name, a->nranks, a->rank, a->root, a->count,
+              a->in_place, step, b->region == R_SEND ? "R_SEND" : "R_RECV", b->off,
+              b->off + len, lim[b->region]);
+    (void)s;
+}
+
+Test(algos, region_bytes_bound_every_step, .timeout = 300)
+{
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 31, 64};
+    for (int ai = 0; coll_algos[ai]; ai++) {
+        const struct coll_algo *al = coll_algos[ai];
+        if (al->kind == COLL_BARRIER)
+            continue;
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++)
+            for (int ci = 0; ci < 4; ci++)
+                for (int ip = 0; ip < 2; ip++)
+                    for (int rank = 0; rank < ns[ni]; rank++) {
+                        int n = ns[ni];
+                        struct coll_args a = {.kind = al->kind, .rank = rank, .nranks = n,
+                                              .root = (ci * 3 + ip) % n,
+                                              .count = counts_for(n, ci), .dt = FC_INT32,
+                                              .op = FC_SUM, .esize = 4, .in_place = ip};
+                        if (al->check && !al->check(&a))
+                            continue;
+                        size_t lim[R_NREGIONS] = {0};
+                        lim[R_SEND] = coll_region_bytes(&a, 0);
+                        lim[R_RECV] = coll_region_bytes(&a, 1);
+                        struct sched s;
+                        sched_init(&s, a.dt, a.op, n);
+                        cr_assert_eq(al->build(&s, &a), FC_SUCCESS, "%s/%s n=%d",
+                                     coll_kind_name(a.kind), al->name, n);
+                        for (uint32_t i = 0; i < s.nsteps; i++) {
+                            const struct sched_step *st = &s.steps[i];
+                            region_bound(&s, &st->dst, st->len, lim, al, &a, i);
+                            region_bound(&s, &st->a, st->len, lim, al, &a, i);
+                            region_bound(&s, &st->b, st->len, lim, al, &a, i);
+                        }
+                        sched_release(&s);
+                    }
+    }
+}
