@@ -20,11 +20,20 @@
  * which an application's cuMemFree (or cudaFree) holds while it waits for
  * the whole device, our kernels included: both would wait for ever.
  *
- * A host buffer among them (staged through our own streams), or no lane
- * left: the call records an event on the caller's stream and makes the
- * stream wait until a pinned host word reaches this operation's number
- * (cuStreamWaitValue32; a blocking host function where stream memory
- * operations are missing). The progress thread starts the collective
+ * A host buffer with the other on the device: the request runs on the
+ * lane's staging block, copied in from the host buffer before our kernel
+ * or out to it after, on the caller's stream (a host function does the
+ * pageable side). CUDA's per-thread default stream: one lane per calling
+ * thread. Lanes are at most 32 per family; an idle one (its kernels gone)
+ * serves a new stream, and a call finding all 32 busy waits for one. No
+ * executor can be made (out of pinned memory): the call records an
+ * event on the caller's stream and makes the stream wait until a pinned
+ * host word reaches this operation's number (cuStreamWaitValue32; a
+ * blocking host function where stream memory operations are missing), and
+ * the collective's copies run on our own streams. This path still
+ * allocates in the progress thread, so a cudaFree meanwhile can hang it,
+ * and its stream wait can hold back a hardware queue that our own
+ * streams share. The progress thread starts the collective
  * once the event has fired and, when it is done, publishes its number --
  * in order: a number is published only when every earlier one is
  * finished, so a stream never runs ahead of an unfinished collective.
@@ -36,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "gpu.h"
@@ -283,67 +293,137 @@ static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, void 
     return rc;
 }
 
-/* Device memory (or none) in every buffer: the executor reads and writes
- * them itself; and a stream that is one stream for every thread (a lane's
- * kernels must run one after the other: not the per-thread default
- * stream, a different stream in each thread under one handle). */
+/* CUDA's per-thread default stream: one handle, a different stream in each
+ * thread. A lane's kernels must run one after the other on one stream, so
+ * there a lane is the calling thread's (a token never reused). */
 #define STREAM_PER_THREAD ((void *)0x2) /* CU_STREAM_PER_THREAD */
-static int lane_fits(const void *sendbuf, const void *recvbuf, void *stream)
+static uint64_t lane_owner(void *stream)
 {
-    struct gpu_ptr p;
-    if (stream == STREAM_PER_THREAD)
+    static __thread uint64_t me;
+    static uint64_t next;
+    if (stream != STREAM_PER_THREAD)
         return 0;
-    if (sendbuf && (gpu_ptr_info(sendbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST))
-        return 0;
-    if (recvbuf && (gpu_ptr_info(recvbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST))
-        return 0;
-    return 1;
+    if (!me)
+        me = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+    return me;
 }
 
-/* The executor path (see the top): the stream's lane (made on first use,
- * outside the lock: CUDA allocations may wait for the GPU, whose spinning
- * kernels may wait for the progress thread), our kernel queued on the
- * stream, the request queued for the progress thread. r->lane stays NULL,
- * with FC_SUCCESS, when no lane can be had: the caller goes on with the
- * stream wait. */
-static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
-                                uint64_t tagbase, const void *sendbuf, void *recvbuf, int dev,
-                                uint32_t *v)
+/* The host buffer of a mixed call (the other on the device): the request
+ * runs on the lane's staging block instead, copied in or out on the
+ * caller's stream around our kernel. */
+struct lane_stage {
+    const void *in; /* host sendbuf */
+    void *out;      /* host recvbuf */
+    size_t len;
+};
+
+static void stage_of(const struct coll_args *a, const void *sendbuf, void *recvbuf,
+                     struct lane_stage *st)
+{
+    struct gpu_ptr p;
+    size_t sb = coll_region_bytes(a, 0), rb = coll_region_bytes(a, 1);
+    memset(st, 0, sizeof(*st));
+    if (sb && sendbuf && (gpu_ptr_info(sendbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST)) {
+        st->in = sendbuf;
+        st->len = sb;
+    } else if (rb && recvbuf && (gpu_ptr_info(recvbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST)) {
+        st->out = recvbuf;
+        st->len = rb;
+    }
+}
+
+/* The stream's lane: found, made (outside the family's lock: CUDA
+ * allocations may wait for the GPU, whose spinning kernels may wait for
+ * the progress thread), or, with 32 in use, an idle one taken over: the
+ * call waits for one (bounded by FC_TIMEOUT) rather than take the flag
+ * path, whose stream wait can hold back a hardware queue that another
+ * collective's work needs (the hang of stop 14; the likely cause of a hang
+ * seen once with 4 ranks on 40 streams). Launch lock held: the caller launches on the lane before
+ * anyone else looks. *out NULL with FC_SUCCESS: no executor can be made
+ * here (the flag path). */
+static fc_result_t lane_get(struct fc_comm *c, void *stream, struct gpu_tp **out)
 {
     struct comm_shared *sh = c->sh;
-    pthread_mutex_lock(&sh->lock);
-    struct gpu_tp *lane = gpu_tp_lane(sh->gpu, stream);
-    int room = gpu_tp_lane_room(sh->gpu);
-    pthread_mutex_unlock(&sh->lock);
-    if (!lane && room) {
-        struct gpu_tp *made = gpu_tp_lane_new(sh->gpu, stream);
-        static int told_fail;
-        if (!made && !told_fail++)
-            FC_WARN(LOG_COLL, "no stream executor for stream %p (%s): stream-ordered calls "
-                    "there wait on a flag", stream, fc_last_error());
+    uint64_t owner = lane_owner(stream);
+    double t0 = 0;
+    for (;;) {
         pthread_mutex_lock(&sh->lock);
-        if (!(lane = gpu_tp_lane(sh->gpu, stream)) && made && gpu_tp_lane_room(sh->gpu)) {
-            gpu_tp_lane_add(sh->gpu, made);
-            lane = made;
-            made = NULL;
-        }
+        struct gpu_tp *lane = gpu_tp_lane(sh->gpu, stream, owner);
+        int room = gpu_tp_lane_room(sh->gpu);
+        if (!lane && !room)
+            lane = gpu_tp_lane_reuse(sh->gpu, stream, owner);
         pthread_mutex_unlock(&sh->lock);
-        gpu_tp_destroy(made); /* another thread's came first */
+        if (lane || room) {
+            *out = lane;
+            break;
+        }
+        double now = comm_now();
+        if (t0 == 0) {
+            t0 = now;
+            static int told;
+            if (!told++)
+                FC_INFO(LOG_COLL, "stream-ordered calls in flight on 32 streams of one family: "
+                        "a call on another stream waits until one of them is done");
+        } else if (c->broken != FC_SUCCESS) {
+            return FC_ERR_QUIET(c->broken, "an earlier operation on this communicator failed: "
+                                "%s", c->brokenmsg);
+        } else if (c->cfg.timeout > 0 && now - t0 > c->cfg.timeout) {
+            return FC_ERR(FC_ERR_TIMEOUT, "a stream-ordered call on stream %p waited %.0f s "
+                          "(FC_TIMEOUT) for one of the 32 stream executors of this "
+                          "communicator family: their calls have not finished (their streams' "
+                          "earlier work is long or stuck, or a peer has not joined them)",
+                          stream, now - t0);
+        }
+        usleep(20);
     }
-    if (!lane) {
-        static int told;
-        if (!room && !told++)
-            FC_INFO(LOG_COLL, "stream-ordered calls on more than 32 streams of one family: "
-                    "those on the others wait on a flag, with our copies on our own streams");
+    if (*out)
         return FC_SUCCESS;
+    struct gpu_tp *lane = gpu_tp_lane_new(sh->gpu, stream, owner);
+    static int told_fail;
+    if (!lane && !told_fail++)
+        FC_WARN(LOG_COLL, "no stream executor for stream %p (%s): stream-ordered calls there "
+                "wait on a flag", stream, fc_last_error());
+    if (lane) {
+        pthread_mutex_lock(&sh->lock);
+        gpu_tp_lane_add(sh->gpu, lane);
+        pthread_mutex_unlock(&sh->lock);
+    }
+    *out = lane;
+    return FC_SUCCESS;
+}
+
+/* The executor path (see the top): the stream's lane, what the request
+ * will stage set aside, a host buffer's copy in, our kernel queued on the
+ * stream, the request queued for the progress thread (*queued), the copy
+ * out. Not queued, with FC_SUCCESS: no lane can be had, and the caller
+ * goes on with the stream wait. */
+static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
+                                uint64_t tagbase, const void *sendbuf, void *recvbuf,
+                                const struct lane_stage *st, int dev, uint32_t *v,
+                                int *queued)
+{
+    struct comm_shared *sh = c->sh;
+    pthread_mutex_lock(&sh->launch_lock); /* lanes, launches and queue in one order */
+    struct gpu_tp *lane = NULL;
+    fc_result_t rc = lane_get(c, stream, &lane);
+    if (rc != FC_SUCCESS || !lane) {
+        pthread_mutex_unlock(&sh->launch_lock);
+        return rc;
     }
     /* what the request will stage, set aside now: once its kernel runs,
      * nothing of it may wait for a CUDA allocation */
     struct gpu_tp_need need = {.lane = lane, .window = c->window};
     sched_xfer_shapes(&r->s, c->chunk, gpu_tp_need_add, &need);
-    pthread_mutex_lock(&sh->launch_lock); /* launches and queue in one order */
-    fc_result_t rc = gpu_tp_lane_reserve(lane, &need, r->s.scratch ? 0 : r->s.scratch_bytes,
-                                         &sh->lock);
+    rc = gpu_tp_lane_reserve(lane, &need, r->s.scratch ? 0 : r->s.scratch_bytes, &sh->lock);
+    void *dstage = NULL;
+    if (rc == FC_SUCCESS && st->len)
+        rc = gpu_tp_lane_stage(lane, st->len, &dstage);
+    if (rc == FC_SUCCESS && st->in) {
+        rc = gpu_tp_lane_stage_copy(lane, (void *)st->in, st->len, 1);
+        sendbuf = dstage;
+    }
+    if (st->out)
+        recvbuf = dstage;
     if (rc == FC_SUCCESS) {
         pthread_mutex_lock(&sh->lock);
         rc = stream_prepare(sh, dev);
@@ -352,11 +432,16 @@ static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *s
     if (rc == FC_SUCCESS)
         rc = gpu_tp_lane_launch(lane, &r->launch);
     if (rc == FC_SUCCESS) {
+        /* the kernel runs until its request closes it: queued whatever
+         * comes next */
         pthread_mutex_lock(&sh->lock);
         r->lane = lane;
         r->tp = gpu_tp_transport(lane);
         queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf, v);
         pthread_mutex_unlock(&sh->lock);
+        *queued = 1; /* r is the progress thread's now */
+        if (st->out)
+            rc = gpu_tp_lane_stage_copy(lane, st->out, st->len, 0);
     }
     pthread_mutex_unlock(&sh->launch_lock);
     return rc;
@@ -393,10 +478,17 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     if (rc == FC_SUCCESS)
         rc = gpu_event_record_raw(r->ready, stream);
     uint32_t v = 0;
-    if (rc == FC_SUCCESS && r->tp && lane_fits(sendbuf, recvbuf, stream))
-        rc = lane_enqueue(c, r, stream, tb, sendbuf, recvbuf, dev, &v);
-    if (rc == FC_SUCCESS && r->lane)
-        return FC_SUCCESS; /* later work on the stream waits for our kernel */
+    int queued = 0;
+    struct lane_stage st;
+    stage_of(a, sendbuf, recvbuf, &st);
+    if (rc == FC_SUCCESS && r->tp)
+        rc = lane_enqueue(c, r, stream, tb, sendbuf, recvbuf, &st, dev, &v, &queued);
+    if (queued) { /* later work on the stream waits for our kernel */
+        if (rc == FC_SUCCESS)
+            return FC_SUCCESS;
+        return FC_ERR(rc, "the collective runs, but its result cannot reach the host recvbuf: "
+                      "%s", err_get());
+    }
     if (rc == FC_SUCCESS)
         rc = stream_enqueue(c, r, stream, tb, sendbuf, recvbuf, dev, &v);
     if (rc != FC_SUCCESS) {
@@ -460,6 +552,7 @@ struct fused {
     uint32_t seq;
     uint32_t pending;        /* the last stream-ordered kernel's seq: busy until it is done */
     void *chain;             /* the caller's stream of that kernel (and of the earlier ones) */
+    uint64_t chain_owner;    /* its thread's token on the per-thread stream (lane_owner) */
     uint32_t kseq;           /* the last kernel launched (it writes flags[4] as it leaves) */
     void *mem;               /* pinned: FUSED_MEM bytes */
     gpu_stream_t *stream;    /* the kernels' */
@@ -709,7 +802,8 @@ static struct fused *fused_claim(struct fc_comm *c, const struct coll_args *a,
         f->busy = 0; /* the stream-ordered calls' last kernel is done */
         f->pending = 0;
     }
-    if (f && f->busy && f->pending && stream && f->chain == *stream && f->use &&
+    if (f && f->busy && f->pending && stream && f->chain == *stream &&
+        f->chain_owner == lane_owner(*stream) && f->use &&
         f->device == ps.device) {
         *chained = 1;
     } else {
@@ -859,6 +953,7 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     f->kseq = seq;
     f->pending = seq;
     f->chain = stream;
+    f->chain_owner = lane_owner(stream);
     pthread_mutex_unlock(&sh->lock);
     /* after the kernel: tells a kernel that will never put its vector out
      * (an earlier failure on the stream) from one still queued */

@@ -717,6 +717,11 @@ int gpu_exec_started(gpu_stream_t *s, uint32_t launch)
     return (int32_t)(__atomic_load_n(&s->x->ctl[C_STARTED], __ATOMIC_ACQUIRE) - launch) >= 0;
 }
 
+int gpu_exec_idle(gpu_stream_t *s)
+{
+    return (int32_t)(__atomic_load_n(&s->x->ctl[C_LEFT], __ATOMIC_ACQUIRE) - s->x->launched) >= 0;
+}
+
 /* 0, or -1 with the error recorded when the context has failed (the
  * executor's kernel faulted, or another one did): its commands never end */
 static int exec_probe(struct gpu_exec *x, int device)
@@ -919,6 +924,65 @@ fc_result_t gpu_copy_sync(void *dst, const void *src, size_t len)
     return FC_SUCCESS;
 }
 
+/* Copies between host memory of any kind and the device in stream order,
+ * through a pinned block: a host function copies what it must on the
+ * stream, the DMA the rest (see gpu.h). */
+struct host_copy {
+    void *dst;
+    const void *src;
+    size_t len;
+};
+
+static void CUDA_CB host_copy_fn(void *arg)
+{
+    struct host_copy *h = arg;
+    memcpy(h->dst, h->src, h->len);
+    free(h);
+}
+
+static CUresult host_copy(CUstream stream, void *dst, const void *src, size_t len)
+{
+    struct host_copy *h = malloc(sizeof(*h));
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *h = (struct host_copy){.dst = dst, .src = src, .len = len};
+    CUresult r = cu.cuLaunchHostFunc(stream, host_copy_fn, h);
+    if (r != CUDA_SUCCESS)
+        free(h);
+    return r;
+}
+
+fc_result_t gpu_stage_copy(int device, void *cuda_stream, void *dst, const void *src,
+                           void *pinned, size_t len, int to_device)
+{
+    if (!len)
+        return FC_SUCCESS;
+    fc_result_t rc = ctx_push(device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    CUstream st = (CUstream)cuda_stream;
+    CUresult r;
+    const char *what;
+    if (to_device) {
+        what = "copying a host buffer in";
+        r = host_copy(st, pinned, src, len);
+        if (r == CUDA_SUCCESS)
+            r = cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)pinned,
+                                 len, st);
+    } else {
+        what = "copying to a host buffer";
+        r = cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)pinned, (CUdeviceptr)(uintptr_t)src, len,
+                             st);
+        if (r == CUDA_SUCCESS)
+            r = host_copy(st, dst, pinned, len);
+    }
+    ctx_pop();
+    if (r != CUDA_SUCCESS)
+        return FC_ERR(FC_ERR_CUDA, "%s on the caller's stream (%zu bytes, GPU %d) failed: %s",
+                      what, len, device, cu_err(r));
+    return FC_SUCCESS;
+}
+
 struct flag_wait {
     volatile uint32_t *flag;
     uint32_t value;
@@ -1022,6 +1086,7 @@ fc_result_t gpu_exec_create(int d, gpu_stream_t **o) { (void)d; (void)o; NOCUDA;
 fc_result_t gpu_exec_launch(gpu_stream_t *s, void *c, uint32_t *l)
 { (void)s; (void)c; (void)l; NOCUDA; }
 int gpu_exec_started(gpu_stream_t *s, uint32_t l) { (void)s; (void)l; return 0; }
+int gpu_exec_idle(gpu_stream_t *s) { (void)s; return 1; }
 void gpu_exec_open(gpu_stream_t *s) { (void)s; }
 fc_result_t gpu_exec_close(gpu_stream_t *s) { (void)s; NOCUDA; }
 void gpu_legacy_sync(void) {}
@@ -1035,5 +1100,7 @@ fc_result_t gpu_memset(void *d, int b, size_t l) { (void)d; (void)b; (void)l; NO
 fc_result_t gpu_copy_sync(void *d, const void *s, size_t l) { (void)d; (void)s; (void)l; NOCUDA; }
 fc_result_t gpu_stream_wait_flag(int d, void *s, volatile uint32_t *f, uint32_t v)
 { (void)d; (void)s; (void)f; (void)v; NOCUDA; }
+fc_result_t gpu_stage_copy(int d, void *s, void *t, const void *f, void *p, size_t l, int i)
+{ (void)d; (void)s; (void)t; (void)f; (void)p; (void)l; (void)i; NOCUDA; }
 void gpu_pci_id(int d, char *b, size_t l) { (void)d; snprintf(b, l, "-"); }
 #endif

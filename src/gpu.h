@@ -101,6 +101,9 @@ fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e);
 fc_result_t gpu_exec_create(int device, gpu_stream_t **out);
 fc_result_t gpu_exec_launch(gpu_stream_t *s, void *cuda_stream, uint32_t *launch);
 int gpu_exec_started(gpu_stream_t *s, uint32_t launch);
+/* 1 when every kernel launched so far has left (none queued or running):
+ * the executor may then serve another stream. */
+int gpu_exec_idle(gpu_stream_t *s);
 void gpu_exec_open(gpu_stream_t *s);
 fc_result_t gpu_exec_close(gpu_stream_t *s);
 /* Waits for the legacy default stream of the calling thread's context:
@@ -121,6 +124,16 @@ fc_result_t gpu_copy_sync(void *dst, const void *src, size_t len);
  * where flag is pinned host memory (gpu_host_alloc) written by the host. */
 fc_result_t gpu_stream_wait_flag(int device, void *cuda_stream, volatile uint32_t *flag,
                                  uint32_t value);
+
+/* Stream-ordered copy between host memory of any kind (pageable too) and
+ * device memory through `pinned` (gpu_host_alloc, len bytes), queued on
+ * cuda_stream without the calling thread waiting (a cuMemcpyAsync from or
+ * to pageable memory would wait for the stream). to_device: a host
+ * function on the stream copies src into pinned, then the DMA to dst;
+ * else the DMA from src into pinned, then a host function copies it to
+ * dst. The host memory is read or written when the stream gets there. */
+fc_result_t gpu_stage_copy(int device, void *cuda_stream, void *dst, const void *src,
+                           void *pinned, size_t len, int to_device);
 
 /* The device's PCI bus id, for logs. */
 void gpu_pci_id(int device, char *buf, size_t len);

@@ -60,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "reduce.h"
@@ -138,7 +139,18 @@ struct gpu_tp {
      * three streams are one executor stream */
     struct gpu_tp *parent, *lanes, *lane_next;
     void *caller;
+    uint64_t owner; /* the calling thread's token on CUDA's per-thread stream */
     int nlanes;
+    /* a lane's staging block for the host buffer of a mixed call
+     * (gpu_tp_lane_stage): pinned and device, stage_len bytes each; blocks
+     * outgrown stay allocated (earlier calls may still use them) */
+    void *stage_h, *stage_d;
+    size_t stage_len;
+    struct stage_old {
+        void *h, *d;
+        struct stage_old *next;
+    } *stage_old;
+    gpu_event_t *stage_tail; /* after the last copy out of the block */
 };
 
 /* 0 when out of memory */
@@ -1015,6 +1027,29 @@ void gpu_tp_destroy(struct gpu_tp *g)
         g->free_pend = p->next;
         free(p);
     }
+    if (g->stage_tail) {
+        /* the copy out of the staging block may still be queued on the
+         * caller's stream */
+        for (int i = 0; i < 20000 && gpu_event_done(g->stage_tail) == 0; i++)
+            usleep(100);
+        if (gpu_event_done(g->stage_tail) == 0) {
+            FC_WARN(LOG_COLL, "a stream-ordered collective's copy to a host buffer on GPU %d "
+                    "has not run after 2 s: its staging memory (%zu bytes pinned, as many on "
+                    "the device) is left allocated", g->device, g->stage_len);
+            g->stage_h = g->stage_d = NULL;
+            g->stage_old = NULL; /* left too: earlier blocks may be behind it */
+        }
+    }
+    while (g->stage_old) {
+        struct stage_old *o = g->stage_old;
+        g->stage_old = o->next;
+        gpu_host_free(o->h);
+        gpu_dev_free(g->device, o->d);
+        free(o);
+    }
+    gpu_host_free(g->stage_h);
+    gpu_dev_free(g->device, g->stage_d);
+    gpu_event_put(g->stage_tail);
     struct bpool *pools[] = {&g->bbig, &g->bsmall};
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < pools[k]->n; i++)
@@ -1036,11 +1071,33 @@ void gpu_tp_destroy(struct gpu_tp *g)
  * requests of a lane run one after another, as their kernels do. */
 #define LANES_MAX 32
 
-struct gpu_tp *gpu_tp_lane(struct gpu_tp *g, void *caller)
+struct gpu_tp *gpu_tp_lane(struct gpu_tp *g, void *caller, uint64_t owner)
 {
     for (struct gpu_tp *l = g->lanes; l; l = l->lane_next)
-        if (l->caller == caller)
+        if (l->caller == caller && l->owner == owner)
             return l;
+    return NULL;
+}
+
+/* Idle: every kernel it launched has left (so every request it ran has
+ * finished), nothing of a failed request is still posted, and the copy
+ * out of its staging block is done. */
+static int lane_idle(struct gpu_tp *l)
+{
+    return gpu_exec_idle(l->comp) && !l->pending && !l->deferred &&
+           (!l->stage_tail || gpu_event_done(l->stage_tail) > 0);
+}
+
+struct gpu_tp *gpu_tp_lane_reuse(struct gpu_tp *g, void *caller, uint64_t owner)
+{
+    for (struct gpu_tp *l = g->lanes; l; l = l->lane_next)
+        if (lane_idle(l)) {
+            FC_TRACE(LOG_COLL, "the stream executor of stream %p (idle) now serves stream %p",
+                     l->caller, caller);
+            l->caller = caller;
+            l->owner = owner;
+            return l;
+        }
     return NULL;
 }
 
@@ -1049,7 +1106,7 @@ int gpu_tp_lane_room(const struct gpu_tp *g)
     return g->nlanes < LANES_MAX;
 }
 
-struct gpu_tp *gpu_tp_lane_new(const struct gpu_tp *g, void *caller)
+struct gpu_tp *gpu_tp_lane_new(const struct gpu_tp *g, void *caller, uint64_t owner)
 {
     struct gpu_tp *l = calloc(1, sizeof(*l));
     if (!l) {
@@ -1064,7 +1121,7 @@ struct gpu_tp *gpu_tp_lane_new(const struct gpu_tp *g, void *caller)
     *l = (struct gpu_tp){.base = g->base, .inner = g->inner, .device = g->device,
                          .hmem = 0, .direct_min = g->direct_min,
                          .bounce_size = g->bounce_size, .parent = (struct gpu_tp *)g,
-                         .caller = caller};
+                         .caller = caller, .owner = owner};
     if (gpu_exec_create(g->device, &l->d2h) != FC_SUCCESS) {
         free(l);
         return NULL;
@@ -1167,5 +1224,45 @@ fc_result_t gpu_tp_lane_reserve(struct gpu_tp *l, const struct gpu_tp_need *n, s
         dev_put(l, v[gs + gb], (size_t)1 << c);
     pthread_mutex_unlock(lock);
     free(v);
+    return rc;
+}
+
+fc_result_t gpu_tp_lane_stage(struct gpu_tp *l, size_t len, void **dev)
+{
+    if (len > l->stage_len) {
+        size_t sz = (size_t)64 << 10;
+        while (sz < len)
+            sz *= 2;
+        void *h = gpu_host_alloc(l->device, sz), *d = h ? gpu_dev_alloc(l->device, sz) : NULL;
+        struct stage_old *o = d && l->stage_h ? malloc(sizeof(*o)) : NULL;
+        if (!d || (l->stage_h && !o)) {
+            fc_result_t rc = FC_ERR(FC_ERR_NO_MEMORY, "cannot allocate %zu bytes of pinned and "
+                                    "device memory on GPU %d to stage a host buffer of a "
+                                    "stream-ordered collective: %s", sz, l->device, err_get());
+            gpu_host_free(h);
+            gpu_dev_free(l->device, d);
+            return rc;
+        }
+        if (o) { /* earlier calls on the stream may still use it */
+            *o = (struct stage_old){.h = l->stage_h, .d = l->stage_d, .next = l->stage_old};
+            l->stage_old = o;
+        }
+        l->stage_h = h;
+        l->stage_d = d;
+        l->stage_len = sz;
+    }
+    *dev = l->stage_d;
+    return FC_SUCCESS;
+}
+
+fc_result_t gpu_tp_lane_stage_copy(struct gpu_tp *l, void *host, size_t len, int in)
+{
+    if (in)
+        return gpu_stage_copy(l->device, l->caller, l->stage_d, host, l->stage_h, len, 1);
+    fc_result_t rc = gpu_stage_copy(l->device, l->caller, host, l->stage_d, l->stage_h, len, 0);
+    if (rc == FC_SUCCESS && !l->stage_tail)
+        rc = gpu_event_get(l->device, &l->stage_tail);
+    if (rc == FC_SUCCESS)
+        rc = gpu_event_record_raw(l->stage_tail, l->caller);
     return rc;
 }

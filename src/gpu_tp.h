@@ -31,15 +31,30 @@ int gpu_tp_device(const struct gpu_tp *g);
  * kernel (queued on the caller's stream) at the call, starts once
  * gpu_tp_lane_started (then gpu_tp_lane_open), and closes it when
  * finished.
+ * A lane is keyed by the caller's stream and, on CUDA's per-thread
+ * default stream (a different stream in each thread under one handle), a
+ * token of the calling thread (owner; else 0).
  * gpu_tp_lane finds caller's lane (lock held); gpu_tp_lane_room says
  * whether another may be added (at most 32); gpu_tp_lane_new makes one
  * (CUDA allocations: call it without the family's lock, which spinning
  * kernels may need meanwhile; NULL with the error recorded) and
- * gpu_tp_lane_add adds it (lock held). */
-struct gpu_tp *gpu_tp_lane(struct gpu_tp *g, void *caller);
+ * gpu_tp_lane_add adds it (lock held). gpu_tp_lane_reuse hands an idle
+ * lane (its kernels all gone, its staging copies done) to another stream
+ * (lock held), or NULL: callers must launch on the lane they get before
+ * another caller may look for one (the family's launch lock). */
+struct gpu_tp *gpu_tp_lane(struct gpu_tp *g, void *caller, uint64_t owner);
 int gpu_tp_lane_room(const struct gpu_tp *g);
-struct gpu_tp *gpu_tp_lane_new(const struct gpu_tp *g, void *caller);
+struct gpu_tp *gpu_tp_lane_new(const struct gpu_tp *g, void *caller, uint64_t owner);
 void gpu_tp_lane_add(struct gpu_tp *g, struct gpu_tp *lane);
+struct gpu_tp *gpu_tp_lane_reuse(struct gpu_tp *g, void *caller, uint64_t owner);
+/* A host buffer among a lane's request's buffers (the other on the
+ * device) goes through the lane's staging block: gpu_tp_lane_stage gives
+ * its device half of len bytes or more (made or grown in the caller's
+ * thread); gpu_tp_lane_stage_copy queues on the caller's stream the copy
+ * of host into it (in, before the kernel's launch) or out of it into host
+ * (after the launch). The request then runs on device memory only. */
+fc_result_t gpu_tp_lane_stage(struct gpu_tp *lane, size_t len, void **dev);
+fc_result_t gpu_tp_lane_stage_copy(struct gpu_tp *lane, void *host, size_t len, int in);
 fc_result_t gpu_tp_lane_launch(struct gpu_tp *lane, uint32_t *launch);
 int gpu_tp_lane_started(struct gpu_tp *lane, uint32_t launch);
 /* At the start of a request of the lane (once started): GPU work is posted

@@ -6,7 +6,9 @@
  * stream-ordered twins, several in flight on one stream between copies
  * queued on it. Not run (77) where there is no GPU.
  */
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "gpu_util.h"
@@ -126,6 +128,239 @@ static void run_device(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int 
              ft_op_name(op), n, fc_last_error());
     gu_to_host(h_out, r, nr * es);
     verify(k, n, dt, op, root, ip, "device buffers");
+}
+
+/* Stream-ordered twins with one buffer in pageable host memory and the
+ * other on the device: the host side is copied in or out on the stream
+ * around the collective. Then a chain of two with no synchronization
+ * between (the second larger), and a cudaFree while a mixed one is in
+ * flight (nothing of it may wait for a CUDA allocation). */
+static void stream_mixed(void *st)
+{
+    for (int k = AR; k <= RS; k++)
+        for (int mix = 0; mix < 2; mix++) {
+            size_t nn = 3001, es = 4;
+            int root = (k + mix) % t.size;
+            fc_op_t op = k == RD ? FC_MAX : FC_SUM;
+            prepare((enum kind)k, nn, FC_INT32, op, root);
+            void *s = h_in, *r = d_b;
+            /* broadcast and reduce use one buffer off the root: a device
+             * one there (a stream call needs one) */
+            int here = !(k == BC || k == RD) || t.rank == root;
+            if (mix || !here) {
+                gu_to_device(d_a, h_in, nsend((enum kind)k, nn) * es);
+                s = d_a;
+            }
+            if (mix && here) {
+                r = h_out;
+                memset(h_out, 0x5c, nrecv((enum kind)k, nn) * es);
+            }
+            fc_result_t rc = call((enum kind)k, s, r, nn, FC_INT32, op, root, st);
+            FT_CHECK(&t, rc == FC_SUCCESS, "stream-ordered %s, %s: %s", kname[k],
+                     mix ? "device send, pageable host receive"
+                         : "pageable host send, device receive",
+                     fc_last_error());
+            FT_CHECK(&t, gu_stream_sync(st) == 0, "synchronizing after a mixed stream call");
+            if (r == d_b)
+                gu_to_host(h_out, d_b, nrecv((enum kind)k, nn) * es);
+            verify((enum kind)k, nn, FC_INT32, op, root, 0,
+                   mix ? "stream-ordered, host recvbuf" : "stream-ordered, host sendbuf");
+        }
+    /* a small call, then a larger one (a larger staging block) */
+    enum { N1 = 777, N2 = 100003 };
+    int32_t *in1 = malloc(N1 * 4), *in2 = malloc(N2 * 4), *out2 = malloc(N2 * 4), got1[N1];
+    for (int i = 0; i < N1; i++)
+        in1[i] = t.rank + i % 11;
+    for (int i = 0; i < N2; i++)
+        in2[i] = 2 * t.rank + i % 5;
+    gu_to_device(d_a, in2, N2 * 4);
+    FT_OK(&t, fc_allreduce_stream(in1, d_b, N1, FC_INT32, FC_SUM, t.comm, st));
+    FT_OK(&t, fc_allreduce_stream(d_a, out2, N2, FC_INT32, FC_SUM, t.comm, st));
+    FT_CHECK(&t, gu_stream_sync(st) == 0, "synchronizing after two mixed stream calls");
+    gu_to_host(got1, d_b, N1 * 4);
+    int64_t n = t.size, rs = n * (n - 1) / 2;
+    for (int i = 0; i < N1; i++)
+        if (got1[i] != (int32_t)(rs + n * (i % 11))) {
+            ft_fail(&t, __FILE__, __LINE__, "chained mixed stream calls: first [%d] = %d", i,
+                    got1[i]);
+            break;
+        }
+    for (int i = 0; i < N2; i++)
+        if (out2[i] != (int32_t)(2 * rs + n * (i % 5))) {
+            ft_fail(&t, __FILE__, __LINE__, "chained mixed stream calls: second [%d] = %d", i,
+                    out2[i]);
+            break;
+        }
+    /* 8 MiB from pageable memory, a cudaFree right behind it */
+    enum { BIGN = 1 << 21 };
+    void *ns = gu_stream_create(), *junk = gu_alloc(4096);
+    int32_t *hb = malloc((size_t)BIGN * 4), *dz = gu_alloc((size_t)BIGN * 4);
+    FT_CHECK(&t, ns && junk && hb && dz, "allocating for the mixed cudaFree check");
+    if (ns && junk && hb && dz) {
+        memset(hb, 1, (size_t)BIGN * 4);
+        FT_OK(&t, fc_allreduce_stream(hb, dz, BIGN, FC_INT32, FC_SUM, t.comm, ns));
+        gu_free(junk); /* returns once the device is idle */
+        junk = NULL;
+        FT_CHECK(&t, gu_stream_sync(ns) == 0, "synchronizing after a cudaFree");
+        int32_t last;
+        gu_to_host(&last, dz + BIGN - 1, 4);
+        FT_CHECK(&t, last == (int32_t)(n * 0x01010101),
+                 "a stream-ordered allreduce from pageable memory around a cudaFree: %d", last);
+    }
+    gu_free(junk);
+    gu_free(dz);
+    free(hb);
+    gu_stream_destroy(ns);
+    free(in1);
+    free(in2);
+    free(out2);
+}
+
+/* CUDA's per-thread default stream (cudaStreamPerThread): one handle, a
+ * different stream in each thread. Calls on it from the main thread, then
+ * from a second thread, each synchronized on its own thread's stream. */
+#define PER_THREAD ((void *)0x2)
+static void *per_thread_call(void *arg)
+{
+    int which = *(int *)arg;
+    fc_comm_attr_t attr;
+    const char *why;
+    if (fc_comm_query(t.comm, &attr) != FC_SUCCESS || gu_init(attr.local_rank, &why) != 0) {
+        ft_fail(&t, __FILE__, __LINE__, "thread %d: cannot use the GPU", which);
+        return NULL;
+    }
+    enum { N = 20000 }; /* past the fused small allreduce */
+    int32_t *in = malloc(N * 4), *out = malloc(N * 4);
+    int32_t *dv = gu_alloc(N * 4);
+    for (int i = 0; i < N; i++)
+        in[i] = t.rank * (which + 1) + i % 3;
+    gu_to_device(dv, in, N * 4);
+    for (int rep = 0; rep < 2; rep++)
+        FT_OK(&t, fc_allreduce_stream(dv, dv, N, FC_INT32, FC_SUM, t.comm, PER_THREAD));
+    FT_CHECK(&t, gu_stream_sync(PER_THREAD) == 0, "thread %d: synchronizing its per-thread "
+             "stream", which);
+    gu_to_host(out, dv, N * 4);
+    int64_t n = t.size;
+    for (int i = 0; i < N; i++) {
+        int64_t want = ((which + 1) * n * (n - 1) / 2 + n * (i % 3)) * n;
+        if (out[i] != (int32_t)want) {
+            ft_fail(&t, __FILE__, __LINE__, "thread %d: 2 allreduces on the per-thread stream: "
+                    "[%d] = %d, expected %lld", which, i, out[i], (long long)want);
+            break;
+        }
+    }
+    gu_free(dv);
+    free(in);
+    free(out);
+    return NULL;
+}
+
+/* A small allreduce (the fused kernel) on the calling thread's per-thread
+ * stream, not synchronized: its kernel must not be taken as the same
+ * stream's as another thread's (chained behind it, sharing its buffers) */
+struct small_call {
+    int which;
+    int32_t *dv, in[4], out[4];
+};
+
+static void *small_per_thread(void *arg)
+{
+    struct small_call *sc = arg;
+    fc_comm_attr_t attr;
+    const char *why;
+    if (sc->which && (fc_comm_query(t.comm, &attr) != FC_SUCCESS ||
+                      gu_init(attr.local_rank, &why) != 0)) {
+        ft_fail(&t, __FILE__, __LINE__, "thread %d: cannot use the GPU", sc->which);
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++)
+        sc->in[i] = (t.rank + 1) * (sc->which * 10 + i + 1);
+    gu_to_device(sc->dv, sc->in, sizeof(sc->in));
+    FT_OK(&t, fc_allreduce_stream(sc->dv, sc->dv, 4, FC_INT32, FC_SUM, t.comm, PER_THREAD));
+    if (sc->which) /* the main thread's stays in flight meanwhile */
+        FT_CHECK(&t, gu_stream_sync(PER_THREAD) == 0, "thread %d: synchronizing", sc->which);
+    return NULL;
+}
+
+static void stream_per_thread(void)
+{
+    int a = 0, b = 1;
+    per_thread_call(&a);
+    pthread_t th;
+    FT_CHECK(&t, pthread_create(&th, NULL, per_thread_call, &b) == 0, "starting a thread");
+    pthread_join(th, NULL);
+    struct small_call sc[2] = {{.which = 0, .dv = gu_alloc(64)}, {.which = 1, .dv = gu_alloc(64)}};
+    small_per_thread(&sc[0]);
+    FT_CHECK(&t, pthread_create(&th, NULL, small_per_thread, &sc[1]) == 0, "starting a thread");
+    pthread_join(th, NULL);
+    FT_CHECK(&t, gu_stream_sync(PER_THREAD) == 0, "synchronizing the main thread's stream");
+    int64_t n = t.size;
+    for (int w = 0; w < 2; w++) {
+        gu_to_host(sc[w].out, sc[w].dv, sizeof(sc[w].out));
+        for (int i = 0; i < 4; i++)
+            FT_CHECK(&t, sc[w].out[i] == (int32_t)(n * (n + 1) / 2 * (w * 10 + i + 1)),
+                     "small allreduce on thread %d's per-thread stream: [%d] = %d, expected "
+                     "%lld", w, i, sc[w].out[i], (long long)(n * (n + 1) / 2 * (w * 10 + i + 1)));
+        gu_free(sc[w].dv);
+    }
+}
+
+/* More streams than the 32 stream executors of a family: 40 streams, a
+ * call on each queued with none synchronized, twice; then each stream in
+ * turn, synchronized (idle executors serve new streams); then all queued
+ * again with rank 0 ahead of the others by 300 ms, so that its 33rd call
+ * finds every executor busy with calls that wait for the other ranks, and
+ * waits for one. */
+static void stream_many(char *p_in, char *p_out)
+{
+    enum { NS = 40, N = 9000 };
+    void *ss[NS];
+    int32_t *dv[NS];
+    const size_t stride = N * 4;
+    int ok = 1;
+    for (int i = 0; i < NS; i++) {
+        ss[i] = gu_stream_create();
+        dv[i] = gu_alloc(stride);
+        ok = ok && ss[i] && dv[i];
+    }
+    FT_CHECK(&t, ok, "allocating %d streams", NS);
+    int64_t n = t.size;
+    for (int pass = 0; pass < 3 && ok; pass++) {
+        for (int i = 0; i < NS; i++) {
+            int32_t *in = (int32_t *)(p_in + (size_t)(i % 8) * stride);
+            for (int k = 0; k < N; k++)
+                in[k] = t.rank + i + k % 7;
+            gu_to_device(dv[i], in, stride);
+        }
+        if (pass == 2 && t.rank != 0)
+            usleep(300000);
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < NS; i++) {
+                FT_OK(&t, fc_allreduce_stream(dv[i], dv[i], N, FC_INT32, FC_SUM, t.comm, ss[i]));
+                if (pass == 1)
+                    FT_CHECK(&t, gu_stream_sync(ss[i]) == 0, "synchronizing stream %d", i);
+            }
+        for (int i = 0; i < NS; i++) {
+            FT_CHECK(&t, gu_stream_sync(ss[i]) == 0, "synchronizing stream %d of %d", i, NS);
+            int32_t *got = (int32_t *)p_out;
+            gu_to_host(got, dv[i], stride);
+            for (int k = 0; k < N; k++) {
+                int64_t want = (n * (n - 1) / 2 + n * (i + k % 7)) * n;
+                if (got[k] != (int32_t)want) {
+                    ft_fail(&t, __FILE__, __LINE__,
+                            "%d streams (%s): stream %d [%d] = %d, expected %lld", NS,
+                            pass == 1 ? "one by one" : pass ? "rank 0 ahead" : "all in flight",
+                            i, k, got[k],
+                            (long long)want);
+                    break;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < NS; i++) {
+        gu_free(dv[i]);
+        gu_stream_destroy(ss[i]);
+    }
 }
 
 int main(void)
@@ -436,6 +671,9 @@ int main(void)
     }
     h_in = keep_in;
     h_out = keep_out;
+    stream_mixed(st);
+    stream_per_thread();
+    stream_many(p_in, p_out);
     gu_host_free(p_in);
     gu_host_free(p_out);
     /* host buffers on a stream: refused */
