@@ -152,7 +152,11 @@ FC_API fc_result_t fc_wait(fc_request_t *req);
 /* ---- GPU streams (CUDA builds) ------------------------------------------
  * cuda_stream is a cudaStream_t passed as void *. They return at once; the
  * operation runs after the work already queued on the stream, and work
- * queued later waits for it. Without CUDA support: FC_ERR_UNSUPPORTED. */
+ * queued later waits for it. A buffer this rank uses may be host memory
+ * when another is device memory (it is read or written in stream order).
+ * One case returns later: calls in flight on 32 other streams of the
+ * communicator's family; the call then waits, bounded by FC_TIMEOUT,
+ * until one of them is done. Without CUDA support: FC_ERR_UNSUPPORTED. */
 FC_API fc_result_t fc_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                        fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
                                        void *cuda_stream);
