@@ -479,10 +479,11 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
         rc = gpu_event_record_raw(r->ready, stream);
     uint32_t v = 0;
     int queued = 0;
-    struct lane_stage st;
-    stage_of(a, sendbuf, recvbuf, &st);
-    if (rc == FC_SUCCESS && r->tp)
+    if (rc == FC_SUCCESS && r->tp) {
+        struct lane_stage st;
+        stage_of(a, sendbuf, recvbuf, &st);
         rc = lane_enqueue(c, r, stream, tb, sendbuf, recvbuf, &st, dev, &v, &queued);
+    }
     if (queued) { /* later work on the stream waits for our kernel */
         if (rc == FC_SUCCESS)
             return FC_SUCCESS;

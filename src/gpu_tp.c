@@ -1230,9 +1230,9 @@ fc_result_t gpu_tp_lane_reserve(struct gpu_tp *l, const struct gpu_tp_need *n, s
 fc_result_t gpu_tp_lane_stage(struct gpu_tp *l, size_t len, void **dev)
 {
     if (len > l->stage_len) {
-        size_t sz = (size_t)64 << 10;
-        while (sz < len)
-            sz *= 2;
+        size_t sz = (size_t)1 << size_class(len);
+        if (sz < ((size_t)64 << 10))
+            sz = (size_t)64 << 10;
         void *h = gpu_host_alloc(l->device, sz), *d = h ? gpu_dev_alloc(l->device, sz) : NULL;
         struct stage_old *o = d && l->stage_h ? malloc(sizeof(*o)) : NULL;
         if (!d || (l->stage_h && !o)) {

@@ -220,15 +220,24 @@ static void stream_mixed(void *st)
  * different stream in each thread. Calls on it from the main thread, then
  * from a second thread, each synchronized on its own thread's stream. */
 #define PER_THREAD ((void *)0x2)
+/* This rank's GPU current in a thread other than main's (0: main's) */
+static int thread_gpu(int which)
+{
+    fc_comm_attr_t attr;
+    const char *why;
+    if (which && (fc_comm_query(t.comm, &attr) != FC_SUCCESS ||
+                  gu_init(attr.local_rank, &why) != 0)) {
+        ft_fail(&t, __FILE__, __LINE__, "thread %d: cannot use the GPU", which);
+        return -1;
+    }
+    return 0;
+}
+
 static void *per_thread_call(void *arg)
 {
     int which = *(int *)arg;
-    fc_comm_attr_t attr;
-    const char *why;
-    if (fc_comm_query(t.comm, &attr) != FC_SUCCESS || gu_init(attr.local_rank, &why) != 0) {
-        ft_fail(&t, __FILE__, __LINE__, "thread %d: cannot use the GPU", which);
+    if (thread_gpu(which) != 0)
         return NULL;
-    }
     enum { N = 20000 }; /* past the fused small allreduce */
     int32_t *in = malloc(N * 4), *out = malloc(N * 4);
     int32_t *dv = gu_alloc(N * 4);
@@ -266,13 +275,8 @@ struct small_call {
 static void *small_per_thread(void *arg)
 {
     struct small_call *sc = arg;
-    fc_comm_attr_t attr;
-    const char *why;
-    if (sc->which && (fc_comm_query(t.comm, &attr) != FC_SUCCESS ||
-                      gu_init(attr.local_rank, &why) != 0)) {
-        ft_fail(&t, __FILE__, __LINE__, "thread %d: cannot use the GPU", sc->which);
+    if (thread_gpu(sc->which) != 0)
         return NULL;
-    }
     for (int i = 0; i < 4; i++)
         sc->in[i] = (t.rank + 1) * (sc->which * 10 + i + 1);
     gu_to_device(sc->dv, sc->in, sizeof(sc->in));
