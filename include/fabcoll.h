@@ -156,7 +156,11 @@ FC_API fc_result_t fc_wait(fc_request_t *req);
  * when another is device memory (it is read or written in stream order).
  * One case returns later: calls in flight on 32 other streams of the
  * communicator's family; the call then waits, bounded by FC_TIMEOUT,
- * until one of them is done. Without CUDA support: FC_ERR_UNSUPPORTED. */
+ * until one of them is done. count 0 returns at once. Every buffer in
+ * host memory (nothing on the device): FC_ERR_INVALID_ARGUMENT (use the
+ * blocking call). At most 4095 calls of one family in flight, and each
+ * needs a stream executor (pinned memory): else an error, FC_ERR_CUDA
+ * when none can be made. Without CUDA support: FC_ERR_UNSUPPORTED. */
 FC_API fc_result_t fc_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                        fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
                                        void *cuda_stream);

@@ -506,8 +506,6 @@ static void shared_release(struct comm_shared *sh)
     }
     comm_fused_free(sh);
     gpu_tp_destroy(sh->gpu);
-    gpu_host_free((void *)sh->flag);
-    free(sh->flag_fin);
     rails_destroy(sh->rails);
     for (int i = 1; i < sh->nrails; i++)
         prov_close(sh->rail_ep[i]);

@@ -53,10 +53,6 @@ struct comm_shared {
     char failmsg[512];
     /* stream-ordered operations, waiting for their stream's earlier work */
     struct fc_request *stream_q, *stream_q_tail;
-    volatile uint32_t *flag;   /* pinned: the caller's streams wait on it */
-    uint32_t flag_next;        /* last value handed out */
-    uint32_t flag_done;        /* every value up to this one is finished */
-    uint8_t *flag_fin;         /* finished out of order (ring by value) */
     int stream_active;         /* stream-ordered requests are running */
     unsigned stream_gen;       /* bumped when one is queued, started or finished */
     /* progress thread */
@@ -116,7 +112,6 @@ struct fc_request {
     int stream_ordered;        /* a *_stream call's (stream may be NULL: the default) */
     void *stream;              /* the caller's CUDA stream */
     struct gpu_event *ready;   /* recorded on it: the work before us is done */
-    uint32_t flag_value;       /* written to the family's flag when done */
     uint32_t fused;            /* the fused kernel's seq on the stream (0: not fused) */
     struct gpu_tp *lane;       /* its GPU work runs in our kernel on the stream (gpu_tp_lane) */
     uint32_t launch;           /* that kernel's launch number */

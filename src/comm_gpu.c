@@ -25,18 +25,14 @@
  * or out to it after, on the caller's stream (a host function does the
  * pageable side). CUDA's per-thread default stream: one lane per calling
  * thread. Lanes are at most 32 per family; an idle one (its kernels gone)
- * serves a new stream, and a call finding all 32 busy waits for one. No
- * executor can be made (out of pinned memory): the call records an
- * event on the caller's stream and makes the stream wait until a pinned
- * host word reaches this operation's number (cuStreamWaitValue32; a
- * blocking host function where stream memory operations are missing), and
- * the collective's copies run on our own streams. This path still
- * allocates in the progress thread, so a cudaFree meanwhile can hang it,
- * and its stream wait can hold back a hardware queue that our own
- * streams share. The progress thread starts the collective
- * once the event has fired and, when it is done, publishes its number --
- * in order: a number is published only when every earlier one is
- * finished, so a stream never runs ahead of an unfinished collective.
+ * serves a new stream, and a call finding all 32 busy waits for one
+ * (bounded by FC_TIMEOUT). Where no executor can be made (out of pinned
+ * memory) the call fails and says so: there is no second way. (There was
+ * one until stop 18: the caller's stream waited on a pinned host word that
+ * the progress thread raised, and the copies ran on our own streams. It
+ * allocated in the progress thread, so a cudaFree meanwhile could hang
+ * it, and its stream wait could hold back a hardware queue that our own
+ * streams shared.) A call with nothing to move (count 0) returns at once.
  * Errors are kept and returned by the next call on the communicator and
  * by fc_comm_query.
  */
@@ -53,7 +49,8 @@
 #include "log.h"
 #include "prov.h"
 
-#define FLAG_RING 4096
+/* stream-ordered requests in flight per family, at most */
+#define STREAM_MAX 4095
 
 fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
                               struct fc_request *r)
@@ -120,17 +117,6 @@ fc_result_t comm_order_after_caller(struct fc_comm *c, struct fc_request *r)
 static int fused_stream_ready(struct fc_request *r);
 static void fused_stream_done(struct fc_request *r);
 
-/* Publishes finished operation numbers, in order. Lock held. */
-static void publish(struct comm_shared *sh, uint32_t value)
-{
-    sh->flag_fin[value % FLAG_RING] = 1;
-    while (sh->flag_fin[(sh->flag_done + 1) % FLAG_RING] && sh->flag_done != sh->flag_next) {
-        sh->flag_done++;
-        sh->flag_fin[sh->flag_done % FLAG_RING] = 0;
-    }
-    __atomic_store_n(sh->flag, sh->flag_done, __ATOMIC_RELEASE);
-}
-
 void comm_stream_finished(struct fc_request *r)
 {
     struct fc_comm *c = r->comm;
@@ -154,7 +140,6 @@ void comm_stream_finished(struct fc_request *r)
         r->lane = NULL;
     }
     FC_TRACE(LOG_COLL, "%s: finished (stream-ordered)", comm_request_desc(r));
-    publish(sh, r->flag_value);
     gpu_event_put(r->ready);
     r->ready = NULL;
     if (r->s.xfers_out > 0 && sh->failed == FC_SUCCESS) {
@@ -229,22 +214,15 @@ void comm_stream_start_ready(struct comm_shared *sh)
     }
 }
 
-/* What a stream-ordered request needs before it is queued: the family's
- * flag, room in its ring, the progress thread. Lock held. */
-static fc_result_t stream_prepare(struct comm_shared *sh, int dev)
+/* What a stream-ordered request needs before it is queued: room among
+ * the family's requests in flight, the progress thread. Lock held. */
+static fc_result_t stream_prepare(struct comm_shared *sh)
 {
     fc_result_t rc = FC_SUCCESS;
-    if (!sh->flag) {
-        sh->flag = gpu_host_alloc(dev, 64);
-        sh->flag_fin = calloc(FLAG_RING, 1);
-        if (!sh->flag || !sh->flag_fin)
-            rc = FC_ERR(FC_ERR_NO_MEMORY, "no pinned memory for stream ordering");
-        else
-            *sh->flag = 0;
-    }
-    if (rc == FC_SUCCESS && sh->flag_next - sh->flag_done >= FLAG_RING - 1)
-        rc = FC_ERR(FC_ERR_UNSUPPORTED, "more than %d stream-ordered operations in flight",
-                    FLAG_RING - 1);
+    if (sh->stream_active >= STREAM_MAX)
+        rc = FC_ERR(FC_ERR_UNSUPPORTED, "more than %d stream-ordered operations in flight on "
+                    "this communicator family: synchronize a stream now and then",
+                    STREAM_MAX);
     if (rc == FC_SUCCESS && !sh->thread_on) {
         /* stream-ordered work needs someone to drive it while the caller
          * is away: the progress thread */
@@ -258,17 +236,15 @@ static fc_result_t stream_prepare(struct comm_shared *sh, int dev)
 
 /* Queues a built stream-ordered request for the progress thread (started
  * on first use), in order, to start on its buffers with its tag base once
- * the stream's earlier work is done; *v: the flag value it publishes when
- * done. */
+ * the stream's earlier work is done. */
 static void queue_locked(struct comm_shared *sh, struct fc_request *r, void *stream,
-                         uint64_t tagbase, const void *sendbuf, void *recvbuf, uint32_t *v)
+                         uint64_t tagbase, const void *sendbuf, void *recvbuf)
 {
     r->stream = stream;
     r->tagbase = tagbase;
     r->sendbuf = (void *)sendbuf;
     r->recvbuf = recvbuf;
     r->stream_ordered = 1;
-    r->flag_value = *v = ++sh->flag_next;
     r->next = NULL;
     if (sh->stream_q_tail)
         sh->stream_q_tail->next = r;
@@ -281,14 +257,13 @@ static void queue_locked(struct comm_shared *sh, struct fc_request *r, void *str
 }
 
 static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
-                                  uint64_t tagbase, const void *sendbuf, void *recvbuf, int dev,
-                                  uint32_t *v)
+                                  uint64_t tagbase, const void *sendbuf, void *recvbuf)
 {
     struct comm_shared *sh = c->sh;
     pthread_mutex_lock(&sh->lock);
-    fc_result_t rc = stream_prepare(sh, dev);
+    fc_result_t rc = stream_prepare(sh);
     if (rc == FC_SUCCESS)
-        queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf, v);
+        queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf);
     pthread_mutex_unlock(&sh->lock);
     return rc;
 }
@@ -334,13 +309,9 @@ static void stage_of(const struct coll_args *a, const void *sendbuf, void *recvb
 
 /* The stream's lane: found, made (outside the family's lock: CUDA
  * allocations may wait for the GPU, whose spinning kernels may wait for
- * the progress thread), or, with 32 in use, an idle one taken over: the
- * call waits for one (bounded by FC_TIMEOUT) rather than take the flag
- * path, whose stream wait can hold back a hardware queue that another
- * collective's work needs (the hang of stop 14; the likely cause of a hang
- * seen once with 4 ranks on 40 streams). Launch lock held: the caller launches on the lane before
- * anyone else looks. *out NULL with FC_SUCCESS: no executor can be made
- * here (the flag path). */
+ * the progress thread), or, with 32 in use, an idle one taken over; with
+ * none idle the call waits for one, bounded by FC_TIMEOUT. Launch lock
+ * held: the caller launches on the lane before anyone else looks. */
 static fc_result_t lane_get(struct fc_comm *c, void *stream, struct gpu_tp **out)
 {
     struct comm_shared *sh = c->sh;
@@ -379,15 +350,16 @@ static fc_result_t lane_get(struct fc_comm *c, void *stream, struct gpu_tp **out
     if (*out)
         return FC_SUCCESS;
     struct gpu_tp *lane = gpu_tp_lane_new(sh->gpu, stream, owner);
-    static int told_fail;
-    if (!lane && !told_fail++)
-        FC_WARN(LOG_COLL, "no stream executor for stream %p (%s): stream-ordered calls there "
-                "wait on a flag", stream, fc_last_error());
-    if (lane) {
-        pthread_mutex_lock(&sh->lock);
-        gpu_tp_lane_add(sh->gpu, lane);
-        pthread_mutex_unlock(&sh->lock);
-    }
+    if (!lane)
+        return FC_ERR(FC_ERR_CUDA,
+                      "no stream executor can be made for stream %p on GPU %d (%s): a "
+                      "stream-ordered call needs one (pinned host memory for its command ring "
+                      "and a kernel on the stream); free pinned memory, or use the blocking "
+                      "call",
+                      stream, gpu_tp_device(sh->gpu), err_get());
+    pthread_mutex_lock(&sh->lock);
+    gpu_tp_lane_add(sh->gpu, lane);
+    pthread_mutex_unlock(&sh->lock);
     *out = lane;
     return FC_SUCCESS;
 }
@@ -395,18 +367,16 @@ static fc_result_t lane_get(struct fc_comm *c, void *stream, struct gpu_tp **out
 /* The executor path (see the top): the stream's lane, what the request
  * will stage set aside, a host buffer's copy in, our kernel queued on the
  * stream, the request queued for the progress thread (*queued), the copy
- * out. Not queued, with FC_SUCCESS: no lane can be had, and the caller
- * goes on with the stream wait. */
+ * out. */
 static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
                                 uint64_t tagbase, const void *sendbuf, void *recvbuf,
-                                const struct lane_stage *st, int dev, uint32_t *v,
-                                int *queued)
+                                const struct lane_stage *st, int *queued)
 {
     struct comm_shared *sh = c->sh;
     pthread_mutex_lock(&sh->launch_lock); /* lanes, launches and queue in one order */
     struct gpu_tp *lane = NULL;
     fc_result_t rc = lane_get(c, stream, &lane);
-    if (rc != FC_SUCCESS || !lane) {
+    if (rc != FC_SUCCESS) {
         pthread_mutex_unlock(&sh->launch_lock);
         return rc;
     }
@@ -426,7 +396,7 @@ static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *s
         recvbuf = dstage;
     if (rc == FC_SUCCESS) {
         pthread_mutex_lock(&sh->lock);
-        rc = stream_prepare(sh, dev);
+        rc = stream_prepare(sh);
         pthread_mutex_unlock(&sh->lock);
     }
     if (rc == FC_SUCCESS)
@@ -437,7 +407,7 @@ static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *s
         pthread_mutex_lock(&sh->lock);
         r->lane = lane;
         r->tp = gpu_tp_transport(lane);
-        queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf, v);
+        queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf);
         pthread_mutex_unlock(&sh->lock);
         *queued = 1; /* r is the progress thread's now */
         if (st->out)
@@ -467,8 +437,10 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
     if (rc != FC_SUCCESS)
         return rc;
-    if (!r->tp && a->count > 0) {
+    if (!r->tp) {
         comm_request_free(r);
+        if (a->count == 0) /* nothing to move, nothing to order (as NCCL) */
+            return FC_SUCCESS;
         return FC_ERR(FC_ERR_INVALID_ARGUMENT,
                       "stream-ordered collectives take device buffers; these are host memory "
                       "(use the plain call)");
@@ -477,12 +449,11 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     rc = gpu_event_get(dev, &r->ready);
     if (rc == FC_SUCCESS)
         rc = gpu_event_record_raw(r->ready, stream);
-    uint32_t v = 0;
     int queued = 0;
-    if (rc == FC_SUCCESS && r->tp) {
+    if (rc == FC_SUCCESS) {
         struct lane_stage st;
         stage_of(a, sendbuf, recvbuf, &st);
-        rc = lane_enqueue(c, r, stream, tb, sendbuf, recvbuf, &st, dev, &v, &queued);
+        rc = lane_enqueue(c, r, stream, tb, sendbuf, recvbuf, &st, &queued);
     }
     if (queued) { /* later work on the stream waits for our kernel */
         if (rc == FC_SUCCESS)
@@ -490,15 +461,9 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
         return FC_ERR(rc, "the collective runs, but its result cannot reach the host recvbuf: "
                       "%s", err_get());
     }
-    if (rc == FC_SUCCESS)
-        rc = stream_enqueue(c, r, stream, tb, sendbuf, recvbuf, dev, &v);
-    if (rc != FC_SUCCESS) {
-        gpu_event_put(r->ready);
-        comm_request_free(r);
-        return rc;
-    }
-    /* later work on the stream waits for this operation */
-    return gpu_stream_wait_flag(dev, stream, c->sh->flag, v);
+    gpu_event_put(r->ready);
+    comm_request_free(r);
+    return rc;
 }
 
 /* ---- the fused small allreduce ---------------------------------------------
@@ -923,7 +888,7 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     /* what can fail without a trace goes first: then the usual path */
     gpu_event_t *ev = NULL;
     pthread_mutex_lock(&sh->lock);
-    *rc = stream_prepare(sh, f->device);
+    *rc = stream_prepare(sh);
     pthread_mutex_unlock(&sh->lock);
     if (*rc == FC_SUCCESS)
         *rc = gpu_event_get(f->device, &ev);
@@ -961,14 +926,13 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     *rc = gpu_event_record_raw(ev, stream);
     struct fc_request *r = NULL;
     uint64_t tb;
-    uint32_t v;
     if (*rc == FC_SUCCESS)
         *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL,
                               fused_tmp(f), &r, &tb);
     if (*rc == FC_SUCCESS) {
         r->fused = seq;
         r->ready = ev;
-        *rc = stream_enqueue(c, r, stream, tb, NULL, fused_tmp(f), f->device, &v);
+        *rc = stream_enqueue(c, r, stream, tb, NULL, fused_tmp(f));
         if (*rc == FC_SUCCESS)
             return 1;
         pthread_mutex_lock(&sh->lock); /* a reused schedule's scratch is the family's */

@@ -50,7 +50,6 @@ extern const size_t fc_gpu_fatbin_len;
     X(cuStreamSynchronize, CUresult, (CUstream))                                               \
     X(cuStreamQuery, CUresult, (CUstream))                                                     \
     X(cuStreamWaitEvent, CUresult, (CUstream, CUevent, unsigned))                              \
-    X(cuStreamWaitValue32_v2, CUresult, (CUstream, CUdeviceptr, cuuint32_t, unsigned))         \
     X(cuLaunchHostFunc, CUresult, (CUstream, CUhostFn, void *))                                \
     X(cuEventCreate, CUresult, (CUevent *, unsigned))                                          \
     X(cuEventDestroy_v2, CUresult, (CUevent))                                                  \
@@ -983,50 +982,6 @@ fc_result_t gpu_stage_copy(int device, void *cuda_stream, void *dst, const void 
     return FC_SUCCESS;
 }
 
-struct flag_wait {
-    volatile uint32_t *flag;
-    uint32_t value;
-};
-
-static void CUDA_CB host_wait(void *arg)
-{
-    struct flag_wait *w = arg;
-    while (*w->flag < w->value)
-        sched_yield();
-    free(w);
-}
-
-fc_result_t gpu_stream_wait_flag(int device, void *stream, volatile uint32_t *flag,
-                                 uint32_t value)
-{
-    fc_result_t rc = ctx_push(device);
-    if (rc != FC_SUCCESS)
-        return rc;
-    CUresult r = cu.cuStreamWaitValue32_v2((CUstream)stream, (CUdeviceptr)(uintptr_t)flag, value,
-                                           CU_STREAM_WAIT_VALUE_GEQ);
-    ctx_pop();
-    if (r == CUDA_SUCCESS)
-        return FC_SUCCESS;
-    /* no stream memory operations: a host function that waits */
-    static int told;
-    if (!told++)
-        FC_INFO(LOG_COLL, "cuStreamWaitValue32 failed (%s): streams wait in a host function "
-                "instead", cu_err(r));
-    struct flag_wait *w = malloc(sizeof(*w));
-    if (!w)
-        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
-    w->flag = flag;
-    w->value = value;
-    ctx_push(device);
-    r = cu.cuLaunchHostFunc((CUstream)stream, host_wait, w);
-    ctx_pop();
-    if (r != CUDA_SUCCESS) {
-        free(w);
-        return FC_ERR(FC_ERR_CUDA, "making the caller's stream wait failed: %s", cu_err(r));
-    }
-    return FC_SUCCESS;
-}
-
 void gpu_pci_id(int device, char *buf, size_t len)
 {
     CUdevice dev;
@@ -1098,8 +1053,6 @@ void *gpu_dev_alloc(int d, size_t l) { (void)d; (void)l; return NULL; }
 void gpu_dev_free(int d, void *p) { (void)d; (void)p; }
 fc_result_t gpu_memset(void *d, int b, size_t l) { (void)d; (void)b; (void)l; NOCUDA; }
 fc_result_t gpu_copy_sync(void *d, const void *s, size_t l) { (void)d; (void)s; (void)l; NOCUDA; }
-fc_result_t gpu_stream_wait_flag(int d, void *s, volatile uint32_t *f, uint32_t v)
-{ (void)d; (void)s; (void)f; (void)v; NOCUDA; }
 fc_result_t gpu_stage_copy(int d, void *s, void *t, const void *f, void *p, size_t l, int i)
 { (void)d; (void)s; (void)t; (void)f; (void)p; (void)l; (void)i; NOCUDA; }
 void gpu_pci_id(int d, char *b, size_t l) { (void)d; snprintf(b, l, "-"); }

@@ -120,11 +120,6 @@ void gpu_dev_free(int device, void *p);
 fc_result_t gpu_memset(void *dev, int byte, size_t len);
 fc_result_t gpu_copy_sync(void *dst, const void *src, size_t len);
 
-/* Stream-ordered waiting: makes cuda_stream wait until *flag >= value,
- * where flag is pinned host memory (gpu_host_alloc) written by the host. */
-fc_result_t gpu_stream_wait_flag(int device, void *cuda_stream, volatile uint32_t *flag,
-                                 uint32_t value);
-
 /* Stream-ordered copy between host memory of any kind (pageable too) and
  * device memory through `pinned` (gpu_host_alloc, len bytes), queued on
  * cuda_stream without the calling thread waiting (a cuMemcpyAsync from or

@@ -527,6 +527,18 @@ int main(void)
         gu_stream_sync(st);
         verify((enum kind)k, nn, FC_INT32, FC_MAX, root, 0, "stream-ordered");
     }
+    /* count 0 on every twin, on device and on host buffers: nothing to
+     * move or order, success at once; the next call still agrees */
+    for (int k = AR; k <= RS; k++) {
+        FT_OK(&t, call((enum kind)k, d_a, d_b, 0, FC_INT32, FC_SUM, 0, st));
+        FT_OK(&t, call((enum kind)k, h_in, h_out, 0, FC_INT32, FC_SUM, 0, st));
+    }
+    prepare(AR, 777, FC_INT32, FC_SUM, 0);
+    gu_copy_async(d_a, h_in, 777 * 4, st);
+    FT_OK(&t, fc_allreduce_stream(d_a, d_b, 777, FC_INT32, FC_SUM, t.comm, st));
+    gu_copy_async(h_out, d_b, 777 * 4, st);
+    gu_stream_sync(st);
+    verify(AR, 777, FC_INT32, FC_SUM, 0, 0, "stream-ordered, after calls with count 0");
     /* small stream-ordered allreduces in a chain, each on the previous
      * one's result, with a large one queued between: the fused kernel on
      * the stream where it can, the usual path while it is busy; the order
