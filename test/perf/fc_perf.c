@@ -55,6 +55,11 @@ static const char usage[] =
     "  -B, --batch N         with -S: N calls queued on the stream before each\n"
     "                        synchronize, as a training step queues them; times are\n"
     "                        per call (a batch's time / N). Default 1\n"
+    "  -H, --host-buffer SIDE  with -D cuda: mixed calls, the SIDE buffer (send or\n"
+    "                        recv) in pageable host memory and the other on the GPU\n"
+    "                        (not with -I). With -S a rank needs one buffer on the GPU:\n"
+    "                        reduce's non-roots under -H send and bcast's under -H recv\n"
+    "                        have none, and fabcoll refuses their calls\n"
     "  -c, --check           check every result against closed-form values\n"
     "                        (#wrong column; exit 1 if any is wrong)\n"
     "      --csv             comma-separated output\n"
@@ -210,6 +215,7 @@ struct opts {
     double factor;
     int iters, warmup, root, inplace, check, csv, json, cuda, stream, table;
     int batch; /* -S: calls queued per synchronize */
+    int host_side; /* -H: 1 the send buffer, 2 the receive buffer in host memory */
     const char *table_file;
     fc_datatype_t dt;
     fc_op_t op;
@@ -602,6 +608,20 @@ static double bus_factor(enum coll c, int n)
     }
 }
 
+static void free_buffers(const struct opts *o, char *sb, char *rb)
+{
+    if (o->cuda && o->host_side != 1)
+        gu_free(sb);
+    else
+        free(sb);
+    if (o->cuda && o->host_side != 2)
+        gu_free(rb);
+    else
+        free(rb);
+    free(hsb);
+    free(hrb);
+}
+
 int main(int argc, char **argv)
 {
     struct opts o = {.minb = 8, .maxb = 32u << 20, .factor = 2, .iters = 20, .warmup = 5,
@@ -616,12 +636,12 @@ int main(int argc, char **argv)
         {"algo", required_argument, NULL, 'a'},      {"inplace", no_argument, NULL, 'I'},
         {"check", no_argument, NULL, 'c'},           {"csv", no_argument, NULL, 1},
         {"device", required_argument, NULL, 'D'},   {"stream", no_argument, NULL, 'S'},
-        {"batch", required_argument, NULL, 'B'},
+        {"batch", required_argument, NULL, 'B'},    {"host-buffer", required_argument, NULL, 'H'},
         {"json", no_argument, NULL, 2},              {"help", no_argument, NULL, 'h'},
         {"table", no_argument, NULL, 3},             {"table-file", required_argument, NULL, 4},
         {NULL, 0, NULL, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:SB:h", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:SB:H:h", lo, NULL)) != -1) {
         switch (ch) {
         case 'C': collist = optarg; break;
         case 'b':
@@ -654,6 +674,14 @@ int main(int argc, char **argv)
         case 'c': o.check = 1; break;
         case 'S': o.stream = 1; break;
         case 'B': o.batch = atoi(optarg); break;
+        case 'H':
+            if (!strcasecmp(optarg, "send"))
+                o.host_side = 1;
+            else if (!strcasecmp(optarg, "recv"))
+                o.host_side = 2;
+            else
+                goto bad;
+            break;
         case 'D':
             if (!strcasecmp(optarg, "cuda"))
                 o.cuda = 1;
@@ -675,6 +703,11 @@ int main(int argc, char **argv)
         goto bad;
     if (o.batch > 1 && !o.stream) {
         fprintf(stderr, "fc_perf: -B (calls per synchronize) needs -S\n");
+        return 2;
+    }
+    if (o.host_side && (!o.cuda || o.inplace || o.table)) {
+        fprintf(stderr, "fc_perf: -H (a host buffer in mixed calls) needs -D cuda, and no -I "
+                        "or --table\n");
         return 2;
     }
     if (o.stream && (!o.cuda || o.table)) {
@@ -747,14 +780,22 @@ int main(int argc, char **argv)
             fprintf(stderr, "fc_perf: -S: cannot create a CUDA stream\n");
             return 1;
         }
-        sb = gu_alloc(bufb);
-        rb = gu_alloc(bufb);
+        /* -H: that side in pageable host memory (the copies to and from
+         * the shadows below go through CUDA's unified addressing either way) */
+        sb = o.host_side == 1 ? aligned_alloc(4096, bufb) : gu_alloc(bufb);
+        rb = o.host_side == 2 ? aligned_alloc(4096, bufb) : gu_alloc(bufb);
         hsb = malloc(bufb);
         hrb = malloc(bufb);
         hbytes = bufb;
         if (sb && rb) {
-            gu_memset(sb, 1, bufb);
-            gu_memset(rb, 0, bufb);
+            if (o.host_side == 1)
+                memset(sb, 1, bufb);
+            else
+                gu_memset(sb, 1, bufb);
+            if (o.host_side == 2)
+                memset(rb, 0, bufb);
+            else
+                gu_memset(rb, 0, bufb);
         }
     } else {
         sb = aligned_alloc(4096, bufb);
@@ -777,15 +818,7 @@ int main(int argc, char **argv)
     if (o.table) {
         int trc = run_table(sb, rb, &o, comm, rank, n, &attr, times);
         free(times);
-        if (o.cuda) {
-            gu_free(sb);
-            gu_free(rb);
-            free(hsb);
-            free(hrb);
-        } else {
-            free(sb);
-            free(rb);
-        }
+        free_buffers(&o, sb, rb);
         fc_comm_destroy(comm);
         return trc;
     }
@@ -795,7 +828,11 @@ int main(int argc, char **argv)
         printf("# fc_perf: %d ranks on %d node(s), provider %s (tier %s), %s %s%s, %s buffers%s%s, "
                "%d iterations after %d warm-up, median of the slowest rank per iteration\n",
                n, attr.nnodes, attr.provider, tiers[attr.tier & 3], dt_names[o.dt],
-               op_names[o.op], o.inplace ? ", in place" : "", o.cuda ? "GPU" : "host",
+               op_names[o.op], o.inplace ? ", in place" : "",
+               !o.cuda              ? "host"
+               : o.host_side == 1 ? "host send, GPU receive"
+               : o.host_side == 2 ? "GPU send, host receive"
+                                  : "GPU",
                o.cuda ? (attr.hmem ? " (direct, gdr)" : " (staged)") : "",
                o.stream ? (o.batch > 1 ? ", stream-ordered calls (time per call of batches "
                                          "queued before a synchronize)"
@@ -862,15 +899,7 @@ int main(int argc, char **argv)
     free(times);
     if (gstream)
         gu_stream_destroy(gstream);
-    if (o.cuda) {
-        gu_free(sb);
-        gu_free(rb);
-        free(hsb);
-        free(hrb);
-    } else {
-        free(sb);
-        free(rb);
-    }
+    free_buffers(&o, sb, rb);
     fc_comm_destroy(comm);
     if (o.check && rank == 0 && !o.csv && !o.json)
         printf("# %s\n", total_wrong ? "WRONG RESULTS" : "all results correct");
