@@ -759,7 +759,7 @@ int main(int argc, char **argv)
     fc_comm_t comm;
     fc_result_t rc = fc_comm_init(&comm);
     if (rc != FC_SUCCESS) {
-        fprintf(stderr, "fc_perf: fc_comm_init: %s\n", fc_last_error());
+        fprintf(stderr, "fc_perf: %s\n", fc_last_error());
         return 1;
     }
     int rank = fc_comm_rank(comm), n = fc_comm_size(comm);
