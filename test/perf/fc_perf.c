@@ -608,16 +608,33 @@ static double bus_factor(enum coll c, int n)
     }
 }
 
+/* Whether the send (side 1) or receive (side 2) buffer is GPU memory:
+ * with -D cuda, unless -H puts that side in host memory. */
+static int on_gpu(const struct opts *o, int side)
+{
+    return o->cuda && o->host_side != side;
+}
+
+/* len bytes of GPU or page-aligned host memory, every byte set to byte. */
+static char *buf_new(int gpu, size_t len, int byte)
+{
+    char *p = gpu ? gu_alloc(len) : aligned_alloc(4096, len);
+    if (p && gpu)
+        gu_memset(p, byte, len);
+    else if (p)
+        memset(p, byte, len);
+    return p;
+}
+
 static void free_buffers(const struct opts *o, char *sb, char *rb)
 {
-    if (o->cuda && o->host_side != 1)
-        gu_free(sb);
-    else
-        free(sb);
-    if (o->cuda && o->host_side != 2)
-        gu_free(rb);
-    else
-        free(rb);
+    char *b[2] = {sb, rb};
+    for (int side = 1; side <= 2; side++) {
+        if (on_gpu(o, side))
+            gu_free(b[side - 1]);
+        else
+            free(b[side - 1]);
+    }
     free(hsb);
     free(hrb);
 }
@@ -770,7 +787,7 @@ int main(int argc, char **argv)
     size_t es = fc_datatype_size(o.dt);
     size_t bufb = o.maxb + 4096;
     char *sb, *rb;
-    if (o.cuda) {
+    if (o.cuda) { /* the GPU first: buffers there need it */
         const char *why;
         if (gu_init(attr.local_rank, &why) != 0) {
             fprintf(stderr, "fc_perf: -D cuda: %s\n", why);
@@ -780,31 +797,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "fc_perf: -S: cannot create a CUDA stream\n");
             return 1;
         }
-        /* -H: that side in pageable host memory (the copies to and from
-         * the shadows below go through CUDA's unified addressing either way) */
-        sb = o.host_side == 1 ? aligned_alloc(4096, bufb) : gu_alloc(bufb);
-        rb = o.host_side == 2 ? aligned_alloc(4096, bufb) : gu_alloc(bufb);
         hsb = malloc(bufb);
         hrb = malloc(bufb);
         hbytes = bufb;
-        if (sb && rb) {
-            if (o.host_side == 1)
-                memset(sb, 1, bufb);
-            else
-                gu_memset(sb, 1, bufb);
-            if (o.host_side == 2)
-                memset(rb, 0, bufb);
-            else
-                gu_memset(rb, 0, bufb);
-        }
-    } else {
-        sb = aligned_alloc(4096, bufb);
-        rb = aligned_alloc(4096, bufb);
-        if (sb && rb) {
-            memset(sb, 1, bufb);
-            memset(rb, 0, bufb);
-        }
     }
+    /* -H: that side in pageable host memory (the copies to and from the
+     * shadows go through CUDA's unified addressing either way) */
+    sb = buf_new(on_gpu(&o, 1), bufb, 1);
+    rb = buf_new(on_gpu(&o, 2), bufb, 0);
     if (!sb || !rb) {
         fprintf(stderr, "fc_perf: cannot allocate 2 x %zu bytes%s\n", bufb,
                 o.cuda ? " of GPU memory" : "");
