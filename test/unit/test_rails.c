@@ -259,9 +259,20 @@ static void world_fini(struct world *w)
     rails_destroy(w->ra);
     rails_destroy(w->rb);
     for (int i = 0; i < w->n; i++) {
-        close(w->links[i].efd[0]);
-        close(w->links[i].efd[1]);
-        pthread_mutex_destroy(&w->links[i].m);
+        struct link *l = &w->links[i];
+        /* messages nobody matched or reaped (tests of failures leave some) */
+        for (int s = 0; s < 2; s++) {
+            struct fmsg **lists[] = {&l->sends[s], &l->recvs[s], &l->done[s]};
+            for (int k = 0; k < 3; k++)
+                while (*lists[k]) {
+                    struct fmsg *m = *lists[k];
+                    *lists[k] = m->next;
+                    free(m);
+                }
+        }
+        close(l->efd[0]);
+        close(l->efd[1]);
+        pthread_mutex_destroy(&l->m);
     }
 }
 
