@@ -3,13 +3,14 @@
 #
 # The full test suite on a fresh Debian 12 machine (run as root; CI runs it
 # through .ci/run): installs the dependencies, builds with -Werror, runs the
-# unit and functional tests (make check), an installed-library check (a
+# unit and functional tests (make check), a quick pass under AddressSanitizer,
+# LeakSanitizer and UBSan (contrib/ci/sanitize.sh), an installed-library check (a
 # program built with pkg-config, run by fc_run), the launcher tests under a
 # real one-node Slurm (srun --mpi=pmix, plain srun, --mpi=pmi2) and Open MPI's
 # mpirun, the multi-host tests in network namespaces, and make distcheck.
 # Stops every daemon it started. Prints a summary; exit 0 only if all passed.
 #
-# Environment: JOBS (make -j, default 2), SKIP="distcheck netns slurm" to skip
+# Environment: JOBS (make -j, default 2), SKIP="distcheck netns slurm sanitize" to skip
 # stages (each skip is printed).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -55,6 +56,15 @@ else
     done
 fi
 grep -h "^TOTAL\|Synthesis" test/unit/*.log test/functional/check.sh.log 2>/dev/null
+
+if ! skipped sanitize; then
+    stage "sanitizers (ASan, LSan, UBSan), quick"
+    if contrib/ci/sanitize.sh "$top/_asan"; then
+        record "sanitizers" PASS
+    else
+        record "sanitizers" FAIL
+    fi
+fi
 
 stage "installed library: pkg-config + fc_run"
 if make install >/dev/null &&
