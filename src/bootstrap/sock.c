@@ -168,7 +168,7 @@ struct boot_server {
     int nconns, capconns;
     struct srv_sess *sessions;
     int sessions_done;
-    volatile int stop;
+    int stop; /* atomic: set by boot_server_stop, read by the server thread */
     int owned;              /* single session with an owner who waits for it */
     volatile int finished;  /* an owned server's session is over */
 };
@@ -495,7 +495,7 @@ static void *server_main(void *arg)
     struct boot_server *sv = arg;
     struct pollfd *pf = NULL;
     int cap = 0;
-    while (!sv->stop) {
+    while (!__atomic_load_n(&sv->stop, __ATOMIC_ACQUIRE)) {
         if (cap < sv->nconns + 2) {
             cap = (sv->nconns + 2) * 2;
             struct pollfd *n = realloc(pf, (size_t)cap * sizeof(*pf));
@@ -644,7 +644,7 @@ void boot_server_stop(struct boot_server *sv)
 {
     if (!sv)
         return;
-    sv->stop = 1;
+    __atomic_store_n(&sv->stop, 1, __ATOMIC_RELEASE);
     if (write(sv->wake[1], "x", 1) < 0) {
         /* the poll timeout wakes it anyway */
     }
