@@ -583,7 +583,7 @@ static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const vo
             return post_error(p, "fi_tinject", peer, len, (int)ret);
         p->local[p->nlocal].x = x;
         p->local[p->nlocal].len = len;
-        p->nlocal++;
+        __atomic_store_n(&p->nlocal, p->nlocal + 1, __ATOMIC_RELAXED); /* see pe_wait_fd */
         FC_TRACE(LOG_NET, "fi_tinject to rank %d: tag %#llx, %zu bytes", peer,
                  (unsigned long long)tag, len);
         return FC_SUCCESS;
@@ -703,7 +703,7 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
             x->done(x, FC_SUCCESS, p->local[i].len);
         }
         /* callbacks never post, so nothing was appended meanwhile */
-        p->nlocal = 0;
+        __atomic_store_n(&p->nlocal, 0, __ATOMIC_RELAXED);
         n += (int)k;
     }
     struct fi_cq_tagged_entry ent[32];
@@ -769,7 +769,9 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
 static int pe_wait_fd(struct transport *t)
 {
     struct prov_ep *p = ep_of(t);
-    if (p->nlocal)
+    /* pe_wait may run without the engine's lock (a wrapping transport's
+     * wait): a stale answer only costs one short nap */
+    if (__atomic_load_n(&p->nlocal, __ATOMIC_RELAXED))
         return -1; /* completions of injects to report */
     if (p->wait_fd < 0)
         return TRANSPORT_NO_WAIT_FD;

@@ -7,6 +7,7 @@
 #include "comm.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,6 +286,30 @@ fc_result_t comm_test(struct fc_request *r, int *done)
 #define WAIT_YIELD_S 0.002
 #define WAIT_NAP_US 100
 
+/* Blocks for at most timeout_us until the fabric may have news; called and
+ * returns with the family's lock held, which it releases while it blocks.
+ * Asking the endpoint for its descriptor touches the provider (fi_trywait
+ * on the completion queue), so that happens under the lock, like every
+ * other call into a domain opened FI_THREAD_DOMAIN; only the poll on the
+ * descriptor runs without it. Transports without a descriptor of their own
+ * (rails, the device transport) nap in their wait op, unlocked as before. */
+static void comm_block(struct comm_shared *sh, int timeout_us)
+{
+    struct transport *t = sh->ptp;
+    int fd = t->ops->wait_fd ? t->ops->wait_fd(t) : TRANSPORT_NO_WAIT_FD;
+    if (fd == -1)
+        return; /* progress has work now */
+    pthread_mutex_unlock(&sh->lock);
+    if (fd >= 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int ms = (timeout_us + 999) / 1000;
+        poll(&pfd, 1, ms > 0 ? ms : 1);
+    } else {
+        t->ops->wait(t, timeout_us);
+    }
+    pthread_mutex_lock(&sh->lock);
+}
+
 fc_result_t comm_wait(struct fc_request *r)
 {
     struct comm_shared *sh = r->comm->sh;
@@ -311,12 +336,13 @@ fc_result_t comm_wait(struct fc_request *r)
         check_timeout(r, now);
         if (r->done)
             break;
-        pthread_mutex_unlock(&sh->lock);
-        if (now - idle_since < WAIT_YIELD_S)
+        if (now - idle_since < WAIT_YIELD_S) {
+            pthread_mutex_unlock(&sh->lock);
             sched_yield();
-        else
-            sh->ptp->ops->wait(sh->ptp, WAIT_NAP_US);
-        pthread_mutex_lock(&sh->lock);
+            pthread_mutex_lock(&sh->lock);
+        } else {
+            comm_block(sh, WAIT_NAP_US);
+        }
     }
     pthread_mutex_unlock(&sh->lock);
     return reap(r);
@@ -558,12 +584,13 @@ void *comm_progress_main(void *arg)
             }
             hot = now < hot_until;
         }
-        pthread_mutex_unlock(&sh->lock);
-        if (hot)
+        if (hot) {
+            pthread_mutex_unlock(&sh->lock);
             sched_yield();
-        else
-            sh->ptp->ops->wait(sh->ptp, 200);
-        pthread_mutex_lock(&sh->lock);
+            pthread_mutex_lock(&sh->lock);
+        } else {
+            comm_block(sh, 200);
+        }
     }
     pthread_mutex_unlock(&sh->lock);
     return NULL;
