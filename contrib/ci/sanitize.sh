@@ -6,7 +6,7 @@
 #   -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # and runs, quick: the unit tests but test_algos, every functional test over
 # shm and tcp at 3 ranks, rails with verbs' registration modes and the
-# rendezvous, the progress thread, fc_run's contract (~10 min on 2 cores);
+# rendezvous, the progress thread, fc_run's contract (~5 min on 2 cores);
 # full (-f): every unit test and make check's whole functional matrix.
 # Any report (a bad access, a leak at exit, undefined behaviour) makes the
 # program exit non-zero, so its test fails.
