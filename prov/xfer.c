@@ -786,8 +786,7 @@ static void pe_wait(struct transport *t, int timeout_us)
         return;
     if (fd >= 0) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int ms = (timeout_us + 999) / 1000;
-        poll(&pfd, 1, ms > 0 ? ms : 1);
+        poll(&pfd, 1, transport_poll_ms(timeout_us));
         return;
     }
     /* no wait object: give the CPU away briefly */

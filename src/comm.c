@@ -302,8 +302,7 @@ static void comm_block(struct comm_shared *sh, int timeout_us)
     pthread_mutex_unlock(&sh->lock);
     if (fd >= 0) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int ms = (timeout_us + 999) / 1000;
-        poll(&pfd, 1, ms > 0 ? ms : 1);
+        poll(&pfd, 1, transport_poll_ms(timeout_us));
     } else {
         t->ops->wait(t, timeout_us);
     }

@@ -456,8 +456,7 @@ static void rl_wait(struct transport *t, int timeout_us)
     int fd = news ? -1 : tp0->ops->wait_fd ? tp0->ops->wait_fd(tp0) : TRANSPORT_NO_WAIT_FD;
     if (fd >= 0 && R->efd >= 0) {
         struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = R->efd, .events = POLLIN}};
-        int ms = (timeout_us + 999) / 1000;
-        poll(pf, 2, ms > 0 ? ms : 1);
+        poll(pf, 2, transport_poll_ms(timeout_us));
     } else if (fd != -1) {
         /* no descriptor to block on: a rail's thread will finish something
          * without a word on rail 0's: look again soon */

@@ -30,6 +30,14 @@
 /* wait_fd's answer when the transport has no descriptor to block on. */
 #define TRANSPORT_NO_WAIT_FD (-2)
 
+/* poll()'s timeout for a wait of timeout_us: rounded up, at least 1 ms (0
+ * would not block at all). */
+static inline int transport_poll_ms(int timeout_us)
+{
+    int ms = (timeout_us + 999) / 1000;
+    return ms > 0 ? ms : 1;
+}
+
 struct xfer;
 /* status FC_SUCCESS with the received/sent length, or an error whose detail
  * the transport has recorded in errmsg of the xfer. */
