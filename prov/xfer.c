@@ -583,7 +583,7 @@ static fc_result_t pe_send(struct transport *t, int peer, uint64_t tag, const vo
             return post_error(p, "fi_tinject", peer, len, (int)ret);
         p->local[p->nlocal].x = x;
         p->local[p->nlocal].len = len;
-        __atomic_store_n(&p->nlocal, p->nlocal + 1, __ATOMIC_RELAXED); /* see pe_wait_fd */
+        p->nlocal++;
         FC_TRACE(LOG_NET, "fi_tinject to rank %d: tag %#llx, %zu bytes", peer,
                  (unsigned long long)tag, len);
         return FC_SUCCESS;
@@ -703,7 +703,7 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
             x->done(x, FC_SUCCESS, p->local[i].len);
         }
         /* callbacks never post, so nothing was appended meanwhile */
-        __atomic_store_n(&p->nlocal, 0, __ATOMIC_RELAXED);
+        p->nlocal = 0;
         n += (int)k;
     }
     struct fi_cq_tagged_entry ent[32];
@@ -766,32 +766,22 @@ static fc_result_t pe_progress(struct transport *t, int *ncomp)
     return FC_SUCCESS;
 }
 
-static int pe_wait_fd(struct transport *t)
+/* Under the engine's lock (fi_trywait may read the completion queue). */
+static int pe_wait_prepare(struct transport *t, struct transport_wait *w)
 {
     struct prov_ep *p = ep_of(t);
-    /* pe_wait may run without the engine's lock (a wrapping transport's
-     * wait): a stale answer only costs one short nap */
-    if (__atomic_load_n(&p->nlocal, __ATOMIC_RELAXED))
-        return -1; /* completions of injects to report */
-    if (p->wait_fd < 0)
-        return TRANSPORT_NO_WAIT_FD;
-    struct fid *fids[1] = {&p->cq->fid};
-    return fi_trywait(p->fabric, fids, 1) == FI_SUCCESS ? p->wait_fd : -1;
-}
-
-static void pe_wait(struct transport *t, int timeout_us)
-{
-    int fd = pe_wait_fd(t);
-    if (fd == -1)
-        return;
-    if (fd >= 0) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        poll(&pfd, 1, transport_poll_ms(timeout_us));
-        return;
+    if (p->nlocal)
+        return 1; /* completions of injects to report */
+    if (p->wait_fd < 0) {
+        w->nap_us = 200; /* no wait object: give the CPU away briefly */
+        return 0;
     }
-    /* no wait object: give the CPU away briefly */
-    struct timespec ts = {0, (long)(timeout_us < 200 ? timeout_us : 200) * 1000};
-    nanosleep(&ts, NULL);
+    struct fid *fids[1] = {&p->cq->fid};
+    if (fi_trywait(p->fabric, fids, 1) != FI_SUCCESS)
+        return 1;
+    if (w->nfds < TRANSPORT_WAIT_FDS)
+        w->fds[w->nfds++] = (struct pollfd){.fd = p->wait_fd, .events = POLLIN};
+    return 0;
 }
 
 static void pe_peer_name(struct transport *t, int peer, char *buf, size_t len)
@@ -808,8 +798,7 @@ const struct transport_ops prov_transport_ops = {
     .send = pe_send,
     .recv = pe_recv,
     .progress = pe_progress,
-    .wait = pe_wait,
-    .wait_fd = pe_wait_fd,
+    .wait_prepare = pe_wait_prepare,
     .peer_name = pe_peer_name,
     .mem_alloc = prov_mem_alloc,
     .mem_free = prov_mem_free,

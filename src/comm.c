@@ -291,22 +291,10 @@ fc_result_t comm_test(struct fc_request *r, int *done)
  * Asking the endpoint for its descriptor touches the provider (fi_trywait
  * on the completion queue), so that happens under the lock, like every
  * other call into a domain opened FI_THREAD_DOMAIN; only the poll on the
- * descriptor runs without it. Transports without a descriptor of their own
- * (rails, the device transport) nap in their wait op, unlocked as before. */
+ * descriptors (or the nap) runs without it (transport.h: wait_prepare). */
 static void comm_block(struct comm_shared *sh, int timeout_us)
 {
-    struct transport *t = sh->ptp;
-    int fd = t->ops->wait_fd ? t->ops->wait_fd(t) : TRANSPORT_NO_WAIT_FD;
-    if (fd == -1)
-        return; /* progress has work now */
-    pthread_mutex_unlock(&sh->lock);
-    if (fd >= 0) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        poll(&pfd, 1, transport_poll_ms(timeout_us));
-    } else {
-        t->ops->wait(t, timeout_us);
-    }
-    pthread_mutex_lock(&sh->lock);
+    transport_block(sh->ptp, timeout_us, &sh->lock);
 }
 
 fc_result_t comm_wait(struct fc_request *r)

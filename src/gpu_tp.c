@@ -845,8 +845,8 @@ static fc_result_t gt_progress(struct transport *t, int *ncomp)
     return FC_SUCCESS;
 }
 
-/* GPU work that no file descriptor will announce. Called without the
- * family's lock (wait): reads only (early_tail would release the list). */
+/* GPU work that no file descriptor will announce (under the family's
+ * lock, from wait_prepare). */
 static int gpu_waiting(struct gpu_tp *g)
 {
     gpu_event_t *t = g->early ? g->tail : NULL;
@@ -858,15 +858,23 @@ static int gpu_waiting(struct gpu_tp *g)
     return 0;
 }
 
-static void gt_wait(struct transport *t, int timeout_us)
+static int gt_wait_prepare(struct transport *t, struct transport_wait *w)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
     for (struct gpu_tp *l = g; l; l = l == g ? g->lanes : l->lane_next)
-        if (gpu_waiting(l)) {
-            sched_yield(); /* the GPU signals no file descriptor: poll again soon */
-            return;
-        }
-    g->inner->ops->wait(g->inner, timeout_us);
+        if (gpu_waiting(l))
+            return 0; /* the GPU signals no descriptor: yield, look again soon */
+    w->layers |= TRANSPORT_LAYER_GPU;
+    return transport_wait_prepare(g->inner, w);
+}
+
+static void gt_wait_end(struct transport *t, struct transport_wait *w)
+{
+    struct gpu_tp *g = (struct gpu_tp *)t;
+    if (w->layers & TRANSPORT_LAYER_GPU) {
+        w->layers &= ~TRANSPORT_LAYER_GPU;
+        transport_wait_end(g->inner, w);
+    }
 }
 
 /* Work reported done has finished on the GPU too: a collective may end. */
@@ -926,7 +934,8 @@ static const struct transport_ops gpu_ops = {
     .send = gt_send,
     .recv = gt_recv,
     .progress = gt_progress,
-    .wait = gt_wait,
+    .wait_prepare = gt_wait_prepare,
+    .wait_end = gt_wait_end,
     .peer_name = gt_peer_name,
     .mem_alloc = gt_mem_alloc,
     .mem_free = gt_mem_free,

@@ -92,7 +92,7 @@ struct rails {
     fc_result_t halted;                 /* a rail or rail 0 failed: the threads are stopped */
     char errbuf[768];
     int efd;         /* eventfd: a rail published while the engine polls */
-    int eng_polling; /* atomic: engine threads blocked in rl_wait */
+    int eng_polling; /* atomic: engine threads blocked (rl_wait_prepare) */
 };
 
 int rails_pick(int nrails, uint64_t tag)
@@ -204,16 +204,20 @@ static void rail_idle(struct rail *rl, const struct rail_op *queue, double idle_
     } else {
         /* the provider's descriptor also wakes for work of its own that
          * nothing of ours waits for (a rendezvous FIN still to go out), so
-         * a rail with nothing posted blocks there too, not on the condvar */
-        int fd = tp->ops->wait_fd ? tp->ops->wait_fd(tp) : TRANSPORT_NO_WAIT_FD;
-        if (fd >= 0 && rl->efd >= 0) {
-            struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = rl->efd, .events = POLLIN}};
-            poll(pf, 2, queue ? 1 : RAIL_POLL_MS); /* refused posts: soon again */
-        } else if (fd != -1 && (busy || idle_ns < RAIL_QUIET_NS)) {
-            tp->ops->wait(tp, RAIL_NAP_US); /* no descriptor: nap */
-        } else if (fd != -1) {
+         * a rail with nothing posted blocks there too, not on the condvar.
+         * Only this thread drives tp: no lock around its wait. */
+        struct transport_wait w = {.nfds = 0};
+        if (transport_wait_prepare(tp, &w)) {
+            /* the transport has work now */
+        } else if (w.nfds > 0 && rl->efd >= 0 && w.nfds < TRANSPORT_WAIT_FDS) {
+            w.fds[w.nfds++] = (struct pollfd){.fd = rl->efd, .events = POLLIN};
+            poll(w.fds, (nfds_t)w.nfds, queue ? 1 : RAIL_POLL_MS); /* refused posts: soon again */
+        } else if (w.nfds > 0 || busy || idle_ns < RAIL_QUIET_NS) {
+            transport_wait_block(&w, RAIL_NAP_US); /* no descriptor: nap */
+        } else {
             /* no descriptor and quiet for long: longer naps, which a
              * hand-over or stop cuts short */
+            transport_wait_end(tp, &w);
             pthread_mutex_lock(&rl->lock);
             rl->polling = 0;
             drain(rl->efd);
@@ -230,7 +234,8 @@ static void rail_idle(struct rail *rl, const struct rail_op *queue, double idle_
                 rl->sleeping = 0;
             }
             return;
-        } /* -1: the transport has work now */
+        }
+        transport_wait_end(tp, &w);
     }
     pthread_mutex_lock(&rl->lock);
     rl->polling = 0;
@@ -436,34 +441,46 @@ static fc_result_t rl_progress(struct transport *t, int *ncomp)
     return FC_SUCCESS;
 }
 
-static void rl_wait(struct transport *t, int timeout_us)
+/* The engine blocks (under its lock, transport.h): on rail 0's descriptor
+ * and, while other rails work, on the eventfd a rail writes when it
+ * publishes what finished (several engine threads may block at once: the
+ * comm's waiter and its progress thread). */
+static int rl_wait_prepare(struct transport *t, struct transport_wait *w)
 {
     struct rails *R = (struct rails *)t;
     struct transport *tp0 = R->r[0].tp;
     int busy = 0;
     for (int i = 1; i < R->n && R->halted == FC_SUCCESS; i++)
         busy |= __atomic_load_n(&R->r[i].inflight, __ATOMIC_RELAXED) > 0;
-    if (!busy) {
-        tp0->ops->wait(tp0, timeout_us);
-        return;
-    }
-    /* block on rail 0 and on the rails' news (several engine threads may
-     * wait at once: the comm's waiter and its progress thread) */
+    if (!busy)
+        return transport_wait_prepare(tp0, w);
     __atomic_add_fetch(&R->eng_polling, 1, __ATOMIC_SEQ_CST);
-    int news = 0;
+    w->layers |= TRANSPORT_LAYER_RAILS;
     for (int i = 1; i < R->n; i++)
-        news |= __atomic_load_n(&R->r[i].has_out, __ATOMIC_SEQ_CST);
-    int fd = news ? -1 : tp0->ops->wait_fd ? tp0->ops->wait_fd(tp0) : TRANSPORT_NO_WAIT_FD;
-    if (fd >= 0 && R->efd >= 0) {
-        struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = R->efd, .events = POLLIN}};
-        poll(pf, 2, transport_poll_ms(timeout_us));
-    } else if (fd != -1) {
+        if (__atomic_load_n(&R->r[i].has_out, __ATOMIC_SEQ_CST))
+            return 1;
+    if (transport_wait_prepare(tp0, w))
+        return 1;
+    if (w->nfds > 0 && R->efd >= 0 && w->nfds < TRANSPORT_WAIT_FDS) {
+        w->fds[w->nfds++] = (struct pollfd){.fd = R->efd, .events = POLLIN};
+    } else {
         /* no descriptor to block on: a rail's thread will finish something
          * without a word on rail 0's: look again soon */
-        sched_yield();
+        w->nfds = 0;
+        w->nap_us = 0;
     }
-    __atomic_sub_fetch(&R->eng_polling, 1, __ATOMIC_SEQ_CST);
-    drain(R->efd);
+    return 0;
+}
+
+static void rl_wait_end(struct transport *t, struct transport_wait *w)
+{
+    struct rails *R = (struct rails *)t;
+    transport_wait_end(R->r[0].tp, w);
+    if (w->layers & TRANSPORT_LAYER_RAILS) {
+        w->layers &= ~TRANSPORT_LAYER_RAILS;
+        __atomic_sub_fetch(&R->eng_polling, 1, __ATOMIC_SEQ_CST);
+        drain(R->efd);
+    }
 }
 
 static void rl_peer_name(struct transport *t, int peer, char *buf, size_t len)
@@ -494,7 +511,8 @@ static const struct transport_ops rails_ops = {
     .send = rl_send,
     .recv = rl_recv,
     .progress = rl_progress,
-    .wait = rl_wait,
+    .wait_prepare = rl_wait_prepare,
+    .wait_end = rl_wait_end,
     .peer_name = rl_peer_name,
     .mem_alloc = rl_mem_alloc,
     .mem_free = rl_mem_free,

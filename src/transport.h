@@ -11,8 +11,12 @@
 #ifndef FC_TRANSPORT_H
 #define FC_TRANSPORT_H
 
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "fabcoll.h"
 
@@ -27,8 +31,19 @@
  * post again. Never returned to users. */
 #define FC_AGAIN ((fc_result_t)1000)
 
-/* wait_fd's answer when the transport has no descriptor to block on. */
-#define TRANSPORT_NO_WAIT_FD (-2)
+/* What an engine blocks on when progress found nothing, filled by
+ * wait_prepare: descriptors to poll, or none (then a nap of nap_us, or a
+ * mere yield when 0). A transport that wraps others passes it on to them;
+ * each one marks in `layers` (its own bit) what its wait_end must undo. */
+#define TRANSPORT_WAIT_FDS 4
+struct transport_wait {
+    struct pollfd fds[TRANSPORT_WAIT_FDS];
+    int nfds;
+    int nap_us;
+    unsigned layers;
+};
+#define TRANSPORT_LAYER_RAILS 1u
+#define TRANSPORT_LAYER_GPU 2u
 
 /* poll()'s timeout for a wait of timeout_us: rounded up, at least 1 ms (0
  * would not block at all). */
@@ -89,14 +104,17 @@ struct transport_ops {
     /* Reads completions and calls x->done for each; *ncomp = how many.
      * A non-success return is a failure of the transport as a whole. */
     fc_result_t (*progress)(struct transport *t, int *ncomp);
-    /* Blocks for at most timeout_us or until a completion may be ready. */
-    void (*wait)(struct transport *t, int timeout_us);
-    /* Optional: a file descriptor that becomes readable when progress may
-     * find work, for a caller that blocks on it together with others
-     * (poll); -1: call progress now instead; TRANSPORT_NO_WAIT_FD: there
-     * is none (use wait). Ask right before blocking, after a progress that
-     * found nothing. NULL: none. */
-    int (*wait_fd)(struct transport *t);
+    /* Blocking, in two phases so that only the first touches the transport
+     * (libfabric's fi_trywait, GPU work lists) and it can run under the
+     * lock that serialises progress, while the second (poll or nap) runs
+     * without it; transport_block does both. Called right after a progress
+     * that found nothing, with w zeroed. Returns 1: progress has work now,
+     * do not block; 0: block on what w says (its fds may be polled together
+     * with the caller's own). NULL: nothing to block on (yield). */
+    int (*wait_prepare)(struct transport *t, struct transport_wait *w);
+    /* Optional: after the block (or a prepare that returned 1), under the
+     * lock again: undoes what wait_prepare marked in w->layers. */
+    void (*wait_end)(struct transport *t, struct transport_wait *w);
     /* Describes a peer for error messages ("rank 3 on host n2"). */
     void (*peer_name)(struct transport *t, int peer, char *buf, size_t len);
     /* Memory the transport can use without per-call registration (scratch,
@@ -116,5 +134,47 @@ struct transport_ops {
 struct transport {
     const struct transport_ops *ops;
 };
+
+static inline int transport_wait_prepare(struct transport *t, struct transport_wait *w)
+{
+    return t->ops->wait_prepare ? t->ops->wait_prepare(t, w) : 0;
+}
+
+static inline void transport_wait_end(struct transport *t, struct transport_wait *w)
+{
+    if (t->ops->wait_end)
+        t->ops->wait_end(t, w);
+}
+
+/* The second phase: blocks on what wait_prepare filled in w, for at most
+ * timeout_us. Touches no transport. */
+static inline void transport_wait_block(struct transport_wait *w, int timeout_us)
+{
+    if (w->nfds > 0) {
+        poll(w->fds, (nfds_t)w->nfds, transport_poll_ms(timeout_us));
+    } else if (w->nap_us > 0) {
+        int us = w->nap_us < timeout_us ? w->nap_us : timeout_us;
+        struct timespec ts = {0, (long)(us > 0 ? us : 1) * 1000};
+        nanosleep(&ts, NULL);
+    } else {
+        sched_yield(); /* nothing announces work: look again soon */
+    }
+}
+
+/* Blocks for at most timeout_us or until progress may find work. lock,
+ * when not NULL, is held by the caller and serialises t's progress: it is
+ * released only around the block itself. */
+static inline void transport_block(struct transport *t, int timeout_us, pthread_mutex_t *lock)
+{
+    struct transport_wait w = {.nfds = 0};
+    if (!transport_wait_prepare(t, &w)) {
+        if (lock)
+            pthread_mutex_unlock(lock);
+        transport_wait_block(&w, timeout_us);
+        if (lock)
+            pthread_mutex_lock(lock);
+    }
+    transport_wait_end(t, &w);
+}
 
 #endif /* FC_TRANSPORT_H */

@@ -285,12 +285,6 @@ static fc_result_t loop_progress(struct transport *t, int *ncomp)
     return FC_SUCCESS;
 }
 
-static void loop_wait(struct transport *t, int timeout_us)
-{
-    (void)t;
-    (void)timeout_us;
-}
-
 static void loop_peer_name(struct transport *t, int peer, char *buf, size_t len)
 {
     (void)t;
@@ -314,7 +308,6 @@ static const struct transport_ops loop_ops = {
     .send = loop_send,
     .recv = loop_recv,
     .progress = loop_progress,
-    .wait = loop_wait,
     .peer_name = loop_peer_name,
     .mem_alloc = NULL,
     .mem_free = NULL,
@@ -325,7 +318,6 @@ static const struct transport_ops loop_ops_async = {
     .send = loop_send,
     .recv = loop_recv,
     .progress = loop_progress,
-    .wait = loop_wait,
     .peer_name = loop_peer_name,
     .local = loop_local,
 };

@@ -170,14 +170,14 @@ static fc_result_t f_progress(struct transport *t, int *ncomp)
     return FC_SUCCESS;
 }
 
-static void f_wait(struct transport *t, int timeout_us)
+static int f_wait_prepare_nofd(struct transport *t, struct transport_wait *w)
 {
     (void)t;
-    struct timespec ts = {0, (long)(timeout_us < 50 ? timeout_us : 50) * 1000};
-    nanosleep(&ts, NULL);
+    w->nap_us = 50;
+    return 0;
 }
 
-static int f_wait_fd(struct transport *t)
+static int f_wait_prepare(struct transport *t, struct transport_wait *w)
 {
     struct fake *f = fk(t);
     uint64_t v;
@@ -187,7 +187,10 @@ static int f_wait_fd(struct transport *t)
     pthread_mutex_lock(&f->l->m);
     int ready = f->l->done[f->side] != NULL;
     pthread_mutex_unlock(&f->l->m);
-    return ready ? -1 : f->l->efd[f->side];
+    if (ready)
+        return 1;
+    w->fds[w->nfds++] = (struct pollfd){.fd = f->l->efd[f->side], .events = POLLIN};
+    return 0;
 }
 
 static void f_peer_name(struct transport *t, int peer, char *buf, size_t len)
@@ -201,8 +204,7 @@ static const struct transport_ops fake_ops = {
     .send = f_send,
     .recv = f_recv,
     .progress = f_progress,
-    .wait = f_wait,
-    .wait_fd = f_wait_fd,
+    .wait_prepare = f_wait_prepare,
     .peer_name = f_peer_name,
 };
 static const struct transport_ops fake_ops_nofd = {
@@ -210,7 +212,7 @@ static const struct transport_ops fake_ops_nofd = {
     .send = f_send,
     .recv = f_recv,
     .progress = f_progress,
-    .wait = f_wait,
+    .wait_prepare = f_wait_prepare_nofd,
     .peer_name = f_peer_name,
 };
 
@@ -333,8 +335,8 @@ static fc_result_t drive(struct world *w, struct op *ops, int nops)
         if (!left)
             return FC_SUCCESS;
         cr_assert_lt(now() - t0, 10.0, "%d ops still running after 10 s", left);
-        ta->ops->wait(ta, 100);
-        tb->ops->wait(tb, 100);
+        transport_block(ta, 100, NULL);
+        transport_block(tb, 100, NULL);
     }
 }
 
@@ -423,12 +425,12 @@ static void spread(int with_fd)
     free(dst);
 }
 
-Test(rails, chunks_spread_over_threads_with_wait_fd)
+Test(rails, chunks_spread_over_threads_with_a_descriptor)
 {
     spread(1);
 }
 
-Test(rails, chunks_spread_over_threads_without_wait_fd)
+Test(rails, chunks_spread_over_threads_without_a_descriptor)
 {
     spread(0);
 }
