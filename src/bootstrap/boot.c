@@ -39,9 +39,12 @@ struct uid_wire {
 };
 _Static_assert(sizeof(struct uid_wire) <= FC_UNIQUE_ID_BYTES, "unique id too small");
 
-/* Rendezvous servers this process started for its unique ids: a rank that
- * joins through its own id keeps the server alive until all have joined. */
-#define UID_KEEP 16
+/* Rendezvous servers this process started for its unique ids whose
+ * sessions still run: a rank that joins through its own id takes its
+ * server and keeps it alive until all have joined (boot_sock_adopt_server);
+ * a server nobody took (the id's maker does not join) leaves the table when
+ * its session ends and frees itself (uid_server_end). */
+#define UID_KEEP 64
 static struct {
     pthread_mutex_t lock;
     uint8_t secret[UID_KEEP][BOOT_SECRET_LEN];
@@ -49,17 +52,19 @@ static struct {
     pid_t pid[UID_KEEP]; /* a forked child has the table, not the thread */
 } uid_servers = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void uid_server_keep(const uint8_t *secret, struct boot_server *srv)
+static int uid_server_keep(const uint8_t *secret, struct boot_server *srv)
 {
+    int kept = 0;
     pthread_mutex_lock(&uid_servers.lock);
-    for (int i = 0; i < UID_KEEP; i++)
-        if (!uid_servers.srv[i]) {
+    for (int i = 0; i < UID_KEEP && !kept; i++)
+        if (!uid_servers.srv[i] || uid_servers.pid[i] != getpid()) {
             uid_servers.srv[i] = srv;
             uid_servers.pid[i] = getpid();
             memcpy(uid_servers.secret[i], secret, BOOT_SECRET_LEN);
-            break;
+            kept = 1;
         }
     pthread_mutex_unlock(&uid_servers.lock);
+    return kept;
 }
 
 static struct boot_server *uid_server_take(const uint8_t *secret)
@@ -76,6 +81,21 @@ static struct boot_server *uid_server_take(const uint8_t *secret)
     return s;
 }
 
+/* The server's session ended (in its thread): still in the table means no
+ * rank of this process took it, so nobody will wait for it. */
+static int uid_server_end(struct boot_server *srv)
+{
+    int orphan = 0;
+    pthread_mutex_lock(&uid_servers.lock);
+    for (int i = 0; i < UID_KEEP && !orphan; i++)
+        if (uid_servers.srv[i] == srv && uid_servers.pid[i] == getpid()) {
+            uid_servers.srv[i] = NULL;
+            orphan = 1;
+        }
+    pthread_mutex_unlock(&uid_servers.lock);
+    return orphan;
+}
+
 fc_result_t boot_make_unique_id(const cfg_t *cfg, fc_unique_id_t *id)
 {
     struct uid_wire w;
@@ -88,7 +108,14 @@ fc_result_t boot_make_unique_id(const cfg_t *cfg, fc_unique_id_t *id)
     fc_result_t rc = boot_server_start(w.secret, 0, 1, cfg->boot_timeout, &srv, &port);
     if (rc != FC_SUCCESS)
         return rc;
-    uid_server_keep(w.secret, srv);
+    if (!uid_server_keep(w.secret, srv)) {
+        boot_server_stop(srv);
+        return FC_ERR(FC_ERR_UNSUPPORTED,
+                      "%d unique ids of this process still wait for their ranks to join; "
+                      "initialise communicators from some of them (fc_comm_init_rank) first",
+                      UID_KEEP);
+    }
+    boot_server_on_end(srv, uid_server_end);
     boot_local_address(cfg, w.host, sizeof(w.host));
     w.port = htons((uint16_t)port);
     memset(id, 0, sizeof(*id));

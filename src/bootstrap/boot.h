@@ -61,6 +61,11 @@ void boot_server_stop(struct boot_server *s);
 /* For a single-session server started with an owner (out != NULL): waits
  * (at most timeout s) for its session to end, then frees it. */
 void boot_server_wait(struct boot_server *s, double timeout);
+/* Called by an owned single-session server's thread when its session ends:
+ * 1 when nobody owns it any more (then the thread frees the server and
+ * nobody may touch it), 0 when its owner will boot_server_wait. */
+typedef int (*boot_server_end_fn)(struct boot_server *s);
+void boot_server_on_end(struct boot_server *s, boot_server_end_fn fn);
 /* The client b closes only after server s (this process's) is done. */
 void boot_sock_adopt_server(struct boot *b, struct boot_server *s);
 

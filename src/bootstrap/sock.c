@@ -171,6 +171,7 @@ struct boot_server {
     int stop; /* atomic: set by boot_server_stop, read by the server thread */
     int owned;              /* single session with an owner who waits for it */
     volatile int finished;  /* an owned server's session is over */
+    boot_server_end_fn on_end; /* atomic: boot_server_on_end */
 };
 
 static void conn_close(struct boot_server *sv, int i)
@@ -559,9 +560,13 @@ static void *single_main(void *arg)
 {
     struct boot_server *sv = arg;
     server_main(sv);
-    if (sv->owned) { /* the owner joins and frees (boot_server_wait) */
-        __atomic_store_n(&sv->finished, 1, __ATOMIC_RELEASE);
-        return NULL;
+    if (sv->owned) {
+        boot_server_end_fn fn = __atomic_load_n(&sv->on_end, __ATOMIC_ACQUIRE);
+        if (!fn || !fn(sv)) { /* the owner joins and frees (boot_server_wait) */
+            __atomic_store_n(&sv->finished, 1, __ATOMIC_RELEASE);
+            return NULL;
+        }
+        pthread_detach(pthread_self()); /* nobody owns it any more */
     }
     close(sv->lfd);
     close(sv->wake[0]);
@@ -626,6 +631,11 @@ fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, i
     if (out)
         *out = sv;
     return FC_SUCCESS;
+}
+
+void boot_server_on_end(struct boot_server *sv, boot_server_end_fn fn)
+{
+    __atomic_store_n(&sv->on_end, fn, __ATOMIC_RELEASE);
 }
 
 void boot_server_wait(struct boot_server *sv, double timeout)

@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The NCCL-style path without a launcher: this process makes a unique id,
  * forks N ranks that join with fc_comm_init_rank (in scrambled order), and
- * each runs an allreduce and a broadcast. Usage: uid [N] (default 3). */
+ * each runs an allreduce and a broadcast. This process never joins: once
+ * its ranks are gone, the rendezvous fc_get_unique_id started must be gone
+ * too, its thread and its descriptors (it frees itself). Usage: uid [N]
+ * (default 3). */
+#include <dirent.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -39,9 +44,23 @@ static int child(const fc_unique_id_t *id, int n, int r)
     return ft_finish(&t);
 }
 
+/* entries of a /proc/self folder: threads (task) or open descriptors (fd) */
+static int count(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 3;
+    int threads0 = count("/proc/self/task"), fds0 = count("/proc/self/fd");
     fc_unique_id_t id;
     if (fc_get_unique_id(&id) != FC_SUCCESS) {
         fprintf(stderr, "uid: fc_get_unique_id: %s\n", fc_last_error());
@@ -64,6 +83,20 @@ int main(int argc, char **argv)
             fprintf(stderr, "uid: a rank failed (status 0x%x)\n", st);
             bad = 1;
         }
+    }
+    /* the session ends when its ranks have left */
+    int threads = count("/proc/self/task"), fds = count("/proc/self/fd");
+    for (int i = 0; i < 1000 && (threads > threads0 || fds > fds0); i++) {
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+        threads = count("/proc/self/task");
+        fds = count("/proc/self/fd");
+    }
+    if (!bad && (threads > threads0 || fds > fds0)) {
+        fprintf(stderr, "uid: 10 s after the ranks left, %d threads and %d open descriptors "
+                        "(%d and %d before fc_get_unique_id): the rendezvous did not end\n",
+                threads, fds, threads0, fds0);
+        bad = 1;
     }
     if (!bad)
         printf("uid: %d ranks joined through the unique id\n", n);
