@@ -553,6 +553,7 @@ void *comm_progress_main(void *arg)
     struct comm_shared *sh = arg;
     double hot_until = 0;
     unsigned gen = 0;
+    log_thread_name("fc-progress");
     pthread_mutex_lock(&sh->lock);
     while (!sh->thread_stop) {
         if (!sh->active && !sh->stream_q) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -231,4 +232,11 @@ void log_fmt_bytes(double b, char *out, size_t len)
         i++;
     }
     snprintf(out, len, "%.4g %s", b, u[i]);
+}
+
+void log_thread_name(const char *name)
+{
+    char n[16];
+    snprintf(n, sizeof(n), "%s", name);
+    prctl(PR_SET_NAME, (unsigned long)n, 0, 0, 0);
 }

@@ -77,5 +77,8 @@ const char *log_hostname(void);
 /* "64 KiB", "1.5 MiB": bytes in binary units, 4 significant digits (tools'
  * tables). */
 void log_fmt_bytes(double bytes, char *out, size_t len);
+/* Names the calling thread (at most 15 characters) as ps -L, top -H, gdb
+ * and /proc/PID/task/TID/comm show it: "fc-progress", "fc-rail2" ... */
+void log_thread_name(const char *name);
 
 #endif /* FC_LOG_H */

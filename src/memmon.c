@@ -47,6 +47,7 @@ static void *monitor_main(void *arg)
 {
     (void)arg;
     struct uffd_msg msg[16];
+    log_thread_name("fc-memmon");
     for (;;) {
         /* Wait without taking the events, mark busy, then take them: the
          * thread that unmapped is released by the read, and a drain it

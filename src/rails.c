@@ -246,6 +246,9 @@ static void *rail_main(void *arg)
 {
     struct rail *rl = arg;
     struct transport *tp = rl->tp;
+    char name[16];
+    snprintf(name, sizeof(name), "fc-rail%d", (int)(rl - rl->owner->r));
+    log_thread_name(name);
     struct rail_op *queue = NULL;
     double idle_since = 0;
     int idle = 0;

@@ -495,6 +495,7 @@ static void *server_main(void *arg)
 {
     struct boot_server *sv = arg;
     struct pollfd *pf = NULL;
+    log_thread_name("fc-rendezvous");
     int cap = 0;
     while (!__atomic_load_n(&sv->stop, __ATOMIC_ACQUIRE)) {
         if (cap < sv->nconns + 2) {

@@ -44,10 +44,10 @@ static int child(const fc_unique_id_t *id, int n, int r)
     return ft_finish(&t);
 }
 
-/* entries of a /proc/self folder: threads (task) or open descriptors (fd) */
-static int count(const char *dir)
+/* open descriptors of this process */
+static int nfds(void)
 {
-    DIR *d = opendir(dir);
+    DIR *d = opendir("/proc/self/fd");
     if (!d)
         return -1;
     int n = 0;
@@ -57,10 +57,34 @@ static int count(const char *dir)
     return n;
 }
 
+/* threads of this process named name (fabcoll names its threads) */
+static int nthreads(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[300], comm[32] = "";
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof(comm), f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 3;
-    int threads0 = count("/proc/self/task"), fds0 = count("/proc/self/fd");
+    int fds0 = nfds();
     fc_unique_id_t id;
     if (fc_get_unique_id(&id) != FC_SUCCESS) {
         fprintf(stderr, "uid: fc_get_unique_id: %s\n", fc_last_error());
@@ -85,17 +109,17 @@ int main(int argc, char **argv)
         }
     }
     /* the session ends when its ranks have left */
-    int threads = count("/proc/self/task"), fds = count("/proc/self/fd");
-    for (int i = 0; i < 1000 && (threads > threads0 || fds > fds0); i++) {
+    int threads = nthreads("fc-rendezvous"), fds = nfds();
+    for (int i = 0; i < 1000 && (threads > 0 || fds > fds0); i++) {
         struct timespec ts = {0, 10000000L};
         nanosleep(&ts, NULL);
-        threads = count("/proc/self/task");
-        fds = count("/proc/self/fd");
+        threads = nthreads("fc-rendezvous");
+        fds = nfds();
     }
-    if (!bad && (threads > threads0 || fds > fds0)) {
-        fprintf(stderr, "uid: 10 s after the ranks left, %d threads and %d open descriptors "
-                        "(%d and %d before fc_get_unique_id): the rendezvous did not end\n",
-                threads, fds, threads0, fds0);
+    if (!bad && (threads > 0 || fds > fds0)) {
+        fprintf(stderr, "uid: 10 s after the ranks left, %d rendezvous thread(s) and %d open "
+                        "descriptors (%d before fc_get_unique_id): the rendezvous did not end\n",
+                threads, fds, fds0);
         bad = 1;
     }
     if (!bad)
