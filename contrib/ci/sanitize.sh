@@ -11,17 +11,28 @@
 # Any report (a bad access, a leak at exit, undefined behaviour) makes the
 # program exit non-zero, so its test fails.
 #
-# Usage: contrib/ci/sanitize.sh [-f] [BUILDDIR]
-#   BUILDDIR  where to build (default: _asan in the source tree)
+# Threads (-t): a ThreadSanitizer build (-fsanitize=thread) runs the
+# functional tests where threads meet: shm and tcp at 3 ranks with the
+# progress thread, rails (a thread per endpoint) with verbs' registration
+# modes and the rendezvous, the unique-id rendezvous thread (~4 min on 2
+# cores). Not the unit tests: Criterion's own runner makes noise there.
+# `uid` runs without the progress thread: its ranks are forked children of a
+# process with a thread, and TSan stops such a child when it starts one.
+#
+# Usage: contrib/ci/sanitize.sh [-f|-t] [BUILDDIR]
+#   BUILDDIR  where to build (default: _asan in the source tree, _tsan
+#             with -t)
 #   -f        full: adds test_algos (every algorithm up to 1024 ranks in one
 #             process, ~40 min under ASan on 2 cores) and the whole matrix
+#   -t        ThreadSanitizer instead (data races, lock-order inversions)
 # Needs a configured source tree (for make dist), or FC_TARBALL=a tarball of
 # make dist. Exit status 0 when clean.
 set -uo pipefail
-full=0
+full=0 tsan=0
 [ "${1:-}" = -f ] && { full=1; shift; }
+[ "${1:-}" = -t ] && { tsan=1; shift; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
-bdir=${1:-$top/_asan}
+if [ $tsan = 1 ]; then bdir=${1:-$top/_tsan}; else bdir=${1:-$top/_asan}; fi
 JOBS=${JOBS:-2}
 
 tarball=${FC_TARBALL:-}
@@ -34,6 +45,7 @@ fi
 rm -rf "$bdir" && mkdir -p "$bdir" && tar xzf "$tarball" -C "$bdir" --strip-components=1 || exit 1
 cd "$bdir" || exit 1
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+[ $tsan = 1 ] && san="-fsanitize=thread -fno-omit-frame-pointer"
 if ! ./configure -q CFLAGS="-O1 -g $san" LDFLAGS="$san" >configure.log 2>&1 ||
     ! make -s -j"$JOBS" >make.log 2>&1; then
     tail -30 configure.log make.log
@@ -53,6 +65,31 @@ if ! pkg-config --exists criterion; then
     units=""
 fi
 rc=0
+ft() { # run.sh arguments: one line of summary
+    local out
+    out=$(test/functional/run.sh "$@" 2>&1)
+    echo "$out" | grep -B2 -A25 "ERROR: .*Sanitizer\|runtime error\|WARNING: ThreadSanitizer" | head -80
+    echo "$out" | grep "^FAIL" | head -20
+    echo "run.sh $*: $(echo "$out" | tail -1)"
+    echo "$out" | tail -1 | grep -q " 0 failed" || rc=1
+}
+if [ $tsan = 1 ]; then
+    # a report makes the program exit 66 at its end: its test fails
+    export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1"
+    make -s -j"$JOBS" check TESTS= >/dev/null || { echo "sanitize: building the tests failed" >&2; exit 1; }
+    export FT_BINDIR=$PWD/test/functional FC_RUN=$PWD/fc_run
+    ft -t 300 -p tcp -n 3 -x FC_PROGRESS_THREAD=1 allreduce broadcast reduce allgather \
+        reduce_scatter alltoall barrier sendrecv nonblocking split timeout peer_exit
+    # uid forks its ranks after its rendezvous thread started: TSan stops a
+    # child that starts threads of its own (the progress thread) there
+    ft -t 300 -p tcp -n 3 uid
+    ft -t 300 -p shm -n 3 -x FC_PROGRESS_THREAD=1 -x FC_CHUNK_SIZE=8K allreduce broadcast \
+        allgather nonblocking split
+    ft -t 300 -p tcp -n 3 -x FC_RAILS=3 -x FC_CHUNK_SIZE=64K -x FC_MR_MODE=verbs -x FC_PROTO=rndv \
+        allreduce broadcast reduce_scatter alltoall sendrecv nonblocking
+    [ $rc = 0 ] && echo "sanitize: clean (ThreadSanitizer)" || echo "sanitize: FAILED (ThreadSanitizer)"
+    exit $rc
+fi
 if [ $full = 1 ]; then
     make -j1 check TESTS="$(echo $units) test/functional/check.sh" || rc=1
 else
@@ -61,14 +98,6 @@ else
     make -s -j"$JOBS" check TESTS= >/dev/null || { echo "sanitize: building the tests failed" >&2; exit 1; }
     [ -z "$units" ] || make -s -j1 check TESTS="$(echo $units)" || rc=1
     export FT_BINDIR=$PWD/test/functional FC_RUN=$PWD/fc_run
-    ft() { # run.sh arguments: one line of summary
-        local out
-        out=$(test/functional/run.sh "$@" 2>&1)
-        echo "$out" | grep -B2 -A25 "ERROR: .*Sanitizer\|runtime error" | head -80
-        echo "$out" | grep "^FAIL" | head -20
-        echo "run.sh $*: $(echo "$out" | tail -1)"
-        echo "$out" | tail -1 | grep -q " 0 failed" || rc=1
-    }
     ft -p shm -n 3
     ft -p tcp -n 3
     # threads: rails (one per endpoint) with verbs' registration modes and

@@ -4,13 +4,14 @@
 # The full test suite on a fresh Debian 12 machine (run as root; CI runs it
 # through .ci/run): installs the dependencies, builds with -Werror, runs the
 # unit and functional tests (make check), a quick pass under AddressSanitizer,
-# LeakSanitizer and UBSan (contrib/ci/sanitize.sh), an installed-library check (a
+# LeakSanitizer and UBSan (contrib/ci/sanitize.sh), the threaded functional
+# tests under ThreadSanitizer (sanitize.sh -t), an installed-library check (a
 # program built with pkg-config, run by fc_run), the launcher tests under a
 # real one-node Slurm (srun --mpi=pmix, plain srun, --mpi=pmi2) and Open MPI's
 # mpirun, the multi-host tests in network namespaces, and make distcheck.
 # Stops every daemon it started. Prints a summary; exit 0 only if all passed.
 #
-# Environment: JOBS (make -j, default 2), SKIP="distcheck netns slurm sanitize" to skip
+# Environment: JOBS (make -j, default 2), SKIP="distcheck netns slurm sanitize tsan" to skip
 # stages (each skip is printed).
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -63,6 +64,15 @@ if ! skipped sanitize; then
         record "sanitizers" PASS
     else
         record "sanitizers" FAIL
+    fi
+fi
+
+if ! skipped tsan; then
+    stage "ThreadSanitizer: functional tests where threads meet"
+    if contrib/ci/sanitize.sh -t "$top/_tsan"; then
+        record "ThreadSanitizer" PASS
+    else
+        record "ThreadSanitizer" FAIL
     fi
 fi
 
