@@ -29,6 +29,9 @@ struct fused;
 struct rails;
 
 #define COMM_MAX_RAILS 8
+/* completion-queue polls before a waiting rank yields (FC_SPIN=0, auto,
+ * where each of the node's ranks has a CPU of its own) */
+#define COMM_SPIN_DEFAULT 2000
 
 struct comm_shared {
     int refs;
@@ -79,6 +82,7 @@ struct fc_comm {
     fc_comm_attr_t attr;
     char (*hosts)[64];         /* per comm rank, for messages */
     int *host_pid;
+    int oversubscribed;        /* more ranks on this node than CPUs for them all */
     fc_result_t broken;        /* set after a failure that leaves it unusable */
     char brokenmsg[512];
     int gpu_device;            /* -1 until a device collective */

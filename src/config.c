@@ -103,9 +103,10 @@ static const struct row rows[] = {
      "File of size-range rules: lines 'collective min_bytes max_bytes algorithm'."},
     {"FC_TOPO_FILE", T_STR, NULL, F(topo_file), NULL, S_USER,
      "Topology file used instead of hwloc discovery."},
-    {"FC_SPIN", T_INT, "2000", F(spin), NULL, S_USER,
+    {"FC_SPIN", T_INT, "0", F(spin), NULL, S_USER,
      "Completion-queue polls before a waiting rank yields its CPU (then it sleeps, so "
-     "oversubscribed ranks do not starve each other)."},
+     "oversubscribed ranks do not starve each other). 0 = auto: 2000, or 1 (yield at once) "
+     "where a node's ranks outnumber the CPUs they may run on."},
     {"FC_PROGRESS_THREAD", T_BOOL, "0", F(progress_thread), NULL, S_USER,
      "1 = a background thread drives nonblocking operations while the application computes."},
     {"FC_MR_MODE", T_MRMODE, NULL, F(mr_mode_force), "local,virt_addr,prov_key,allocated,endpoint,hmem,verbs",

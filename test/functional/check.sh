@@ -69,6 +69,12 @@ if "$here/fc_run_test.sh"; then
 else
     summary+=("fc_run contract: FAILED"); total_fail=$((total_fail + 1))
 fi
+echo "=== FC_SPIN auto"
+if "$here/spin_test.sh"; then
+    summary+=("FC_SPIN auto: passed"); total_pass=$((total_pass + 1))
+else
+    summary+=("FC_SPIN auto: FAILED"); total_fail=$((total_fail + 1))
+fi
 echo "=== fc_perf --table"
 if "$here/perf_table.sh"; then
     summary+=("fc_perf --table: passed"); total_pass=$((total_pass + 1))

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# FC_SPIN's auto default: ranks that outnumber the CPUs they may run on (the
+# union of their affinity masks) yield at once (spin 1); ranks with a CPU
+# each poll 2000 times first; an explicit FC_SPIN holds either way. Read
+# from the INFO line each rank logs at init; the runs must also succeed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+fc_run=${FC_RUN:-$here/../../fc_run}
+bindir=${FT_BINDIR:-$here}
+prog="$bindir/api_program"
+fails=0
+check() { # description, expected, actual
+    if [ "$2" = "$3" ]; then echo "PASS $1"; else echo "FAIL $1: expected '$2', got '$3'"; fails=$((fails + 1)); fi
+}
+command -v taskset >/dev/null || { echo "SKIP: no taskset (util-linux)"; exit 77; }
+spins() { # fc_run arguments: the spin each rank logged, sorted, one line
+    "$@" 2>&1 | grep -o 'INFO INIT comm_create: .* spin [0-9]*' | grep -o 'spin [0-9]*$' |
+        sort | uniq -c | awk '{printf "%s x%s ", $3, $1}' | sed 's/ $//'
+}
+check "2 ranks on 1 CPU (taskset -c 0): spin 1 on each" "1 x2" \
+    "$(spins taskset -c 0 "$fc_run" -n 2 -p shm -t 60 -x FC_DEBUG=INFO "$prog")"
+check "the same, the INFO line says why" 2 \
+    "$(taskset -c 0 "$fc_run" -n 2 -p tcp -t 60 -x FC_DEBUG=INFO "$prog" 2>&1 |
+        grep -c 'more ranks than CPUs here: waits yield at once')"
+check "2 ranks on 1 CPU with FC_SPIN=500: spin 500" "500 x2" \
+    "$(spins taskset -c 0 "$fc_run" -n 2 -p shm -t 60 -x FC_DEBUG=INFO -x FC_SPIN=500 "$prog")"
+check "1 rank: spin 2000" "2000 x1" \
+    "$(spins "$fc_run" -n 1 -p shm -t 60 -x FC_DEBUG=INFO "$prog")"
+if [ "$(nproc)" -ge 2 ]; then
+    check "2 ranks on 2 CPUs (taskset -c 0,1): spin 2000" "2000 x2" \
+        "$(spins taskset -c 0,1 "$fc_run" -n 2 -p shm -t 60 -x FC_DEBUG=INFO "$prog")"
+fi
+[ $fails = 0 ] && echo "spin_test: passed" || echo "spin_test: $fails failed"
+[ $fails = 0 ]
