@@ -579,14 +579,16 @@ void comm_fused_free(struct comm_shared *sh)
 }
 
 /* Waits until *flag == want, bounded by FC_TIMEOUT: spins, then lets other
- * ranks of the node run. */
+ * ranks of the node run (at once where they outnumber its CPUs, as
+ * comm_wait). */
 static int fused_wait(struct fc_comm *c, volatile uint32_t *flag, uint32_t want)
 {
     double t0 = 0;
-    for (unsigned i = 0;; i < 4096 ? i++ : 0) {
+    const unsigned spin = c->oversubscribed ? 1 : 4096;
+    for (unsigned i = 0;; i < spin ? i++ : 0) {
         if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
             return 1;
-        if (i < 4096)
+        if (i < spin)
             continue;
         double now = comm_now();
         if (t0 == 0)
