@@ -16,8 +16,6 @@
 # progress thread, rails (a thread per endpoint) with verbs' registration
 # modes and the rendezvous, the unique-id rendezvous thread (~4 min on 2
 # cores). Not the unit tests: Criterion's own runner makes noise there.
-# `uid` runs without the progress thread: its ranks are forked children of a
-# process with a thread, and TSan stops such a child when it starts one.
 #
 # Usage: contrib/ci/sanitize.sh [-f|-t] [BUILDDIR]
 #   BUILDDIR  where to build (default: _asan in the source tree, _tsan
@@ -79,10 +77,7 @@ if [ $tsan = 1 ]; then
     make -s -j"$JOBS" check TESTS= >/dev/null || { echo "sanitize: building the tests failed" >&2; exit 1; }
     export FT_BINDIR=$PWD/test/functional FC_RUN=$PWD/fc_run
     ft -t 300 -p tcp -n 3 -x FC_PROGRESS_THREAD=1 allreduce broadcast reduce allgather \
-        reduce_scatter alltoall barrier sendrecv nonblocking split timeout peer_exit
-    # uid forks its ranks after its rendezvous thread started: TSan stops a
-    # child that starts threads of its own (the progress thread) there
-    ft -t 300 -p tcp -n 3 uid
+        reduce_scatter alltoall barrier sendrecv nonblocking split timeout peer_exit uid
     ft -t 300 -p shm -n 3 -x FC_PROGRESS_THREAD=1 -x FC_CHUNK_SIZE=8K allreduce broadcast \
         allgather nonblocking split
     ft -t 300 -p tcp -n 3 -x FC_RAILS=3 -x FC_CHUNK_SIZE=64K -x FC_MR_MODE=verbs -x FC_PROTO=rndv \

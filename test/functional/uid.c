@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The NCCL-style path without a launcher: this process makes a unique id,
- * forks N ranks that join with fc_comm_init_rank (in scrambled order), and
+/* The NCCL-style path without a launcher: this process forks N ranks, makes
+ * a unique id and hands it to them; they join with fc_comm_init_rank (in
+ * scrambled order), and
  * each runs an allreduce and a broadcast. This process never joins: once
  * its ranks are gone, the rendezvous fc_get_unique_id started must be gone
  * too, its thread and its descriptors (it frees itself). Usage: uid [N]
@@ -84,21 +85,48 @@ static int nthreads(const char *name)
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 3;
+    /* the ranks are forked before fc_get_unique_id starts its rendezvous
+     * thread (a fork beside a running thread may copy a lock it holds, in
+     * malloc or a sanitizer's allocator, into a child that then hangs on
+     * it), and read the id from a pipe, as MPI ranks would from a bcast */
+    pid_t *pids = calloc((size_t)n, sizeof(pid_t));
+    int(*pipes)[2] = calloc((size_t)n, sizeof(*pipes));
+    for (int k = 0; k < n; k++) {
+        int r = (k * 2 + 1) % n; /* join out of order */
+        if (n % 2 == 0)
+            r = n - 1 - k;
+        if (pipe(pipes[k]) != 0) {
+            perror("uid: pipe");
+            return 1;
+        }
+        pids[k] = fork();
+        if (pids[k] == 0) {
+            fc_unique_id_t cid;
+            close(pipes[k][1]);
+            size_t got = 0;
+            while (got < sizeof(cid)) {
+                ssize_t m = read(pipes[k][0], (char *)&cid + got, sizeof(cid) - got);
+                if (m <= 0)
+                    _exit(3); /* the parent failed before sending the id */
+                got += (size_t)m;
+            }
+            _exit(child(&cid, n, r));
+        }
+        close(pipes[k][0]);
+    }
     int fds0 = nfds();
     fc_unique_id_t id;
     if (fc_get_unique_id(&id) != FC_SUCCESS) {
         fprintf(stderr, "uid: fc_get_unique_id: %s\n", fc_last_error());
         return 1;
     }
-    pid_t *pids = calloc((size_t)n, sizeof(pid_t));
     for (int k = 0; k < n; k++) {
-        int r = (k * 2 + 1) % n; /* join out of order */
-        if (n % 2 == 0)
-            r = n - 1 - k;
-        pids[k] = fork();
-        if (pids[k] == 0)
-            _exit(child(&id, n, r));
+        if (write(pipes[k][1], &id, sizeof(id)) != (ssize_t)sizeof(id))
+            perror("uid: write");
+        close(pipes[k][1]);
     }
+    fds0 -= n; /* the write ends, closed */
+    free(pipes);
     int bad = 0;
     for (int k = 0; k < n; k++) {
         int st;
