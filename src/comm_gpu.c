@@ -38,6 +38,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,13 @@ fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void
         rc = gpu_tp_create(sh->tp, dev, hmem, prov_rndv_min_get(sh->ep), chunk, &sh->gpu);
         if (rc == FC_SUCCESS) {
             sh->ptp = gpu_tp_transport(sh->gpu);
+            /* pageable copies of mixed stream-ordered calls: split over the
+             * CPUs each rank of this node may have, up to 4 */
+            int ways = 1;
+            cpu_set_t cpus;
+            if (!c->oversubscribed && sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+                ways = CPU_COUNT(&cpus) / (c->attr.local_size > 0 ? c->attr.local_size : 1);
+            gpu_copy_ways(ways);
             char bus[32];
             gpu_pci_id(dev, bus, sizeof(bus));
             FC_INFO(LOG_INIT | LOG_NET, "device buffers on GPU %d (%s): %s, chunks of %zu bytes",

@@ -29,6 +29,7 @@ struct gpu_ptr {
     uint64_t buffer_id; /* unique per allocation (CU_POINTER_ATTRIBUTE_BUFFER_ID) */
     uintptr_t base;  /* start and size of the allocation */
     size_t size;
+    int pinned;      /* GPU_HOST: page-locked by CUDA (cuMemHostAlloc, cuMemHostRegister) */
 };
 
 /* 1 when the driver is loaded and a device exists; else *why says why. */
@@ -126,9 +127,17 @@ fc_result_t gpu_copy_sync(void *dst, const void *src, size_t len);
  * to pageable memory would wait for the stream). to_device: a host
  * function on the stream copies src into pinned, then the DMA to dst;
  * else the DMA from src into pinned, then a host function copies it to
- * dst. The host memory is read or written when the stream gets there. */
+ * dst. The host memory is read or written when the stream gets there.
+ * Host memory that CUDA has page-locked over the whole range goes by DMA
+ * alone, without `pinned`; a pageable copy from 1 MiB is split over the
+ * copy helpers (gpu_copy_ways). */
 fc_result_t gpu_stage_copy(int device, void *cuda_stream, void *dst, const void *src,
                            void *pinned, size_t len, int to_device);
+/* How many threads copy pageable memory in a stream-ordered host function
+ * (1-4: the function's own and up to 3 helper threads, "fc-copy", started
+ * at the first split copy); 1 where ranks outnumber CPUs. Process-wide:
+ * the last communicator set up for device memory decides. */
+void gpu_copy_ways(int ways);
 
 /* The device's PCI bus id, for logs. */
 void gpu_pci_id(int device, char *buf, size_t len);

@@ -211,6 +211,41 @@ static void stream_mixed(void *st)
     gu_free(dz);
     free(hb);
     gu_stream_destroy(ns);
+    /* 3 MiB and 4 bytes from host memory to the device and back, every
+     * element checked: pageable (copies from 1 MiB split over threads,
+     * in parts of whole pages and an odd tail), then page-locked by CUDA
+     * (the DMA alone) */
+    enum { MIDN = (3 << 18) + 1 };
+    for (int pin = 0; pin < 2; pin++) {
+        int32_t *hi = pin ? gu_host_alloc((size_t)MIDN * 4) : malloc((size_t)MIDN * 4);
+        int32_t *ho = pin ? gu_host_alloc((size_t)MIDN * 4) : malloc((size_t)MIDN * 4);
+        int32_t *dm = gu_alloc((size_t)MIDN * 4);
+        const char *what = pin ? "pinned" : "pageable";
+        FT_CHECK(&t, hi && ho && dm, "allocating %s host buffers of 3 MiB", what);
+        if (hi && ho && dm) {
+            for (int i = 0; i < MIDN; i++)
+                hi[i] = 3 * t.rank + i % 13;
+            memset(ho, 0x5c, (size_t)MIDN * 4);
+            FT_OK(&t, fc_allreduce_stream(hi, dm, MIDN, FC_INT32, FC_SUM, t.comm, st));
+            FT_OK(&t, fc_allreduce_stream(dm, ho, MIDN, FC_INT32, FC_SUM, t.comm, st));
+            FT_CHECK(&t, gu_stream_sync(st) == 0, "synchronizing after %s 3 MiB calls", what);
+            for (int i = 0; i < MIDN; i++)
+                if (ho[i] != (int32_t)(n * (3 * rs + n * (i % 13)))) {
+                    ft_fail(&t, __FILE__, __LINE__,
+                            "3 MiB stream-ordered allreduces through %s host memory: [%d] = %d, "
+                            "expected %d", what, i, ho[i], (int)(n * (3 * rs + n * (i % 13))));
+                    break;
+                }
+        }
+        gu_free(dm);
+        if (pin) {
+            gu_host_free(hi);
+            gu_host_free(ho);
+        } else {
+            free(hi);
+            free(ho);
+        }
+    }
     free(in1);
     free(in2);
     free(out2);
