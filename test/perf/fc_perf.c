@@ -59,7 +59,9 @@ static const char usage[] =
     "                        recv) in pageable host memory and the other on the GPU\n"
     "                        (not with -I). With -S a rank needs one buffer on the GPU:\n"
     "                        reduce's non-roots under -H send and bcast's under -H recv\n"
-    "                        have none, and fabcoll refuses their calls\n"
+    "                        have none, and fabcoll refuses their calls. SIDE:pinned\n"
+    "                        (send:pinned, recv:pinned) puts it in page-locked host\n"
+    "                        memory (cuMemHostAlloc) instead\n"
     "  -c, --check           check every result against closed-form values\n"
     "                        (#wrong column; exit 1 if any is wrong)\n"
     "      --csv             comma-separated output\n"
@@ -216,6 +218,7 @@ struct opts {
     int iters, warmup, root, inplace, check, csv, json, cuda, stream, table;
     int batch; /* -S: calls queued per synchronize */
     int host_side; /* -H: 1 the send buffer, 2 the receive buffer in host memory */
+    int host_pinned; /* -H SIDE:pinned: that buffer page-locked by CUDA */
     const char *table_file;
     fc_datatype_t dt;
     fc_op_t op;
@@ -615,10 +618,14 @@ static int on_gpu(const struct opts *o, int side)
     return o->cuda && o->host_side != side;
 }
 
-/* len bytes of GPU or page-aligned host memory, every byte set to byte. */
-static char *buf_new(int gpu, size_t len, int byte)
+/* len bytes of GPU or page-aligned host memory (page-locked by CUDA for
+ * -H SIDE:pinned), every byte set to byte. */
+static char *buf_new(const struct opts *o, int side, size_t len, int byte)
 {
-    char *p = gpu ? gu_alloc(len) : aligned_alloc(4096, len);
+    int gpu = on_gpu(o, side);
+    char *p = gpu                                       ? gu_alloc(len)
+              : o->host_pinned && o->host_side == side ? gu_host_alloc(len)
+                                                        : aligned_alloc(4096, len);
     if (p && gpu)
         gu_memset(p, byte, len);
     else if (p)
@@ -632,6 +639,8 @@ static void free_buffers(const struct opts *o, char *sb, char *rb)
     for (int side = 1; side <= 2; side++) {
         if (on_gpu(o, side))
             gu_free(b[side - 1]);
+        else if (o->host_pinned && o->host_side == side)
+            gu_host_free(b[side - 1]);
         else
             free(b[side - 1]);
     }
@@ -691,14 +700,20 @@ int main(int argc, char **argv)
         case 'c': o.check = 1; break;
         case 'S': o.stream = 1; break;
         case 'B': o.batch = atoi(optarg); break;
-        case 'H':
-            if (!strcasecmp(optarg, "send"))
+        case 'H': {
+            const char *colon = strchr(optarg, ':');
+            size_t k = colon ? (size_t)(colon - optarg) : strlen(optarg);
+            if (k == 4 && !strncasecmp(optarg, "send", 4))
                 o.host_side = 1;
-            else if (!strcasecmp(optarg, "recv"))
+            else if (k == 4 && !strncasecmp(optarg, "recv", 4))
                 o.host_side = 2;
             else
                 goto bad;
+            if (colon && strcasecmp(colon + 1, "pinned"))
+                goto bad;
+            o.host_pinned = colon != NULL;
             break;
+        }
         case 'D':
             if (!strcasecmp(optarg, "cuda"))
                 o.cuda = 1;
@@ -803,8 +818,8 @@ int main(int argc, char **argv)
     }
     /* -H: that side in pageable host memory (the copies to and from the
      * shadows go through CUDA's unified addressing either way) */
-    sb = buf_new(on_gpu(&o, 1), bufb, 1);
-    rb = buf_new(on_gpu(&o, 2), bufb, 0);
+    sb = buf_new(&o, 1, bufb, 1);
+    rb = buf_new(&o, 2, bufb, 0);
     if (!sb || !rb) {
         fprintf(stderr, "fc_perf: cannot allocate 2 x %zu bytes%s\n", bufb,
                 o.cuda ? " of GPU memory" : "");
@@ -830,8 +845,10 @@ int main(int argc, char **argv)
                n, attr.nnodes, attr.provider, tiers[attr.tier & 3], dt_names[o.dt],
                op_names[o.op], o.inplace ? ", in place" : "",
                !o.cuda              ? "host"
-               : o.host_side == 1 ? "host send, GPU receive"
-               : o.host_side == 2 ? "GPU send, host receive"
+               : o.host_side == 1 ? (o.host_pinned ? "pinned host send, GPU receive"
+                                                   : "host send, GPU receive")
+               : o.host_side == 2 ? (o.host_pinned ? "GPU send, pinned host receive"
+                                                   : "GPU send, host receive")
                                   : "GPU",
                o.cuda ? (attr.hmem ? " (direct, gdr)" : " (staged)") : "",
                o.stream ? (o.batch > 1 ? ", stream-ordered calls (time per call of batches "
