@@ -1094,8 +1094,11 @@ fc_result_t gpu_stage_copy(int device, void *cuda_stream, void *dst, const void 
     gpu_ptr_info(host, &a);
     if (a.pinned)
         gpu_ptr_info((const char *)host + len - 1, &b);
-    if (a.pinned && b.pinned && a.buffer_id == b.buffer_id) {
-        /* page-locked already: the DMA reads or writes it in place */
+    if (a.pinned && b.pinned && a.buffer_id == b.buffer_id && a.device == device) {
+        /* page-locked already (through this GPU's context: memory pinned
+         * through another's without CU_MEMHOSTREGISTER_PORTABLE counts as
+         * pageable here, and a cuMemcpyAsync with it would read at the call
+         * or wait for the stream): the DMA reads or writes it in place */
         what = to_device ? "copying a pinned host buffer in" : "copying to a pinned host buffer";
         r = cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, len, st);
     } else if (to_device) {
