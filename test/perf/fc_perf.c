@@ -618,14 +618,20 @@ static int on_gpu(const struct opts *o, int side)
     return o->cuda && o->host_side != side;
 }
 
+/* Whether that side is the -H SIDE:pinned buffer (page-locked by CUDA). */
+static int host_pinned(const struct opts *o, int side)
+{
+    return o->host_pinned && o->host_side == side;
+}
+
 /* len bytes of GPU or page-aligned host memory (page-locked by CUDA for
  * -H SIDE:pinned), every byte set to byte. */
 static char *buf_new(const struct opts *o, int side, size_t len, int byte)
 {
     int gpu = on_gpu(o, side);
-    char *p = gpu                                       ? gu_alloc(len)
-              : o->host_pinned && o->host_side == side ? gu_host_alloc(len)
-                                                        : aligned_alloc(4096, len);
+    char *p = gpu                    ? gu_alloc(len)
+              : host_pinned(o, side) ? gu_host_alloc(len)
+                                     : aligned_alloc(4096, len);
     if (p && gpu)
         gu_memset(p, byte, len);
     else if (p)
@@ -639,7 +645,7 @@ static void free_buffers(const struct opts *o, char *sb, char *rb)
     for (int side = 1; side <= 2; side++) {
         if (on_gpu(o, side))
             gu_free(b[side - 1]);
-        else if (o->host_pinned && o->host_side == side)
+        else if (host_pinned(o, side))
             gu_host_free(b[side - 1]);
         else
             free(b[side - 1]);
