@@ -50,7 +50,15 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
 static double cost(const struct coll_args *a, const struct coll_cost *c)
 {
     double bytes = (double)a->count * (double)a->esize;
-    return ceil_log2(a->nranks) * (c->alpha + bytes * c->beta);
+    if (!(c->oversub > 1))
+        return ceil_log2(a->nranks) * (c->alpha + bytes * c->beta);
+    /* ranks outnumber CPUs: a round's receivers share them (the first
+     * rounds leave most ranks idle) */
+    double t = 0;
+    for (int mask = 1; mask < a->nranks; mask *= 2)
+        t += c->alpha +
+             bytes * c->beta * coll_share(c, a->nranks, binomial_receivers(a->nranks, mask));
+    return t;
 }
 
 const struct coll_algo coll_bcast_binomial = {
@@ -59,4 +67,5 @@ const struct coll_algo coll_bcast_binomial = {
     .check = NULL,
     .build = build,
     .cost = cost,
+    .shares = 1,
 };

@@ -49,7 +49,10 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     /* the first chunk crosses n-1 hops; each later one leaves the root a
      * chunk's wire time after the previous (latency overlaps: several
      * chunks are in flight) */
-    return (n - 1) * (c->alpha + chunk * c->beta) + (nchunks - 1) * chunk * c->beta;
+    /* ranks outnumbering CPUs: once the pipe is full all n-1 receivers
+     * copy at once and share them */
+    return (n - 1) * (c->alpha + chunk * c->beta) +
+           (nchunks - 1) * chunk * c->beta * coll_share(c, n, n - 1);
 }
 
 const struct coll_algo coll_bcast_chain = {
@@ -58,4 +61,5 @@ const struct coll_algo coll_bcast_chain = {
     .check = NULL,
     .build = build,
     .cost = cost,
+    .shares = 1,
 };

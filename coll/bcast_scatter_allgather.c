@@ -90,7 +90,14 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     if (n == 1)
         return 0;
     double bytes = (double)a->count * (double)a->esize, part = (double)(n - 1) / n * bytes;
-    return (ceil_log2(n) + n - 1) * c->alpha + 2 * part * c->beta;
+    if (!(c->oversub > 1))
+        return (ceil_log2(n) + n - 1) * c->alpha + 2 * part * c->beta;
+    /* ranks outnumber CPUs: the scatter's rounds have few receivers, each
+     * a subtree's blocks; in the ring every non-root receives at once */
+    double t = (n - 1) * c->alpha + part * c->beta * coll_share(c, n, n - 1);
+    for (int mask = 1; mask < n; mask *= 2)
+        t += c->alpha + bytes * mask / n * c->beta * coll_share(c, n, binomial_receivers(n, mask));
+    return t;
 }
 
 const struct coll_algo coll_bcast_scatter_allgather = {
@@ -99,4 +106,5 @@ const struct coll_algo coll_bcast_scatter_allgather = {
     .check = NULL,
     .build = build,
     .cost = cost,
+    .shares = 1,
 };

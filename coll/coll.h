@@ -54,7 +54,27 @@ struct coll_cost {
     double beta;  /* per byte on the wire */
     double gamma; /* per byte reduced (local memory pass) */
     double chunk; /* the engine's pipeline chunk, bytes (0: steps are not cut) */
+    /* Ranks per CPU on the node where they are most crowded (ranks over the
+     * CPUs they may run on; 0 or up to 1: every rank has a CPU). Above 1,
+     * a step in which more ranks copy or reduce at once than there are
+     * CPUs runs slower by that ratio (coll_share), and in trees and chains
+     * (coll_algo.shares), where a rank waits for one particular peer that
+     * may be waiting for its CPU, each step costs a handoff more.
+     * Algorithms whose ranks all work in every step (ring, recursive
+     * doubling ...) just run k times slower, in the same order; trees,
+     * where some ranks idle while others work, gain on them. Applied by
+     * coll_algo_cost. */
+    double oversub;
+    double handoff; /* seconds per tree step when oversub > 1 */
 };
+
+/* How much slower a step runs in which `active` of the n ranks copy or
+ * reduce at once, when ranks outnumber CPUs (1: not at all). */
+static inline double coll_share(const struct coll_cost *c, int n, double active)
+{
+    double s = c->oversub * active / (n > 0 ? n : 1);
+    return s > 1 ? s : 1;
+}
 
 struct coll_algo {
     const char *name;
@@ -68,6 +88,9 @@ struct coll_algo {
      * must predict below (1 - tie_margin) times its cost to displace it
      * (0: any lower prediction does). */
     double tie_margin;
+    /* Nonzero when cost() applies coll_share to its steps itself (trees,
+     * chains); otherwise every step counts all ranks as working. */
+    int shares;
 };
 
 const char *coll_kind_name(enum coll_kind k); /* "allreduce", "bcast", ... */
@@ -131,6 +154,14 @@ static inline int fold_real(int v, int rem)
 static inline int fold_start(int v, int rem)
 {
     return v < rem ? 2 * v : v + rem;
+}
+
+/* Ranks that receive in the binomial tree's round of distance mask (the
+ * ranks v with v % (2 mask) == 0 send to v + mask when that is below n;
+ * broadcast, scatter, reduce and gather trees alike). */
+static inline int binomial_receivers(int n, int mask)
+{
+    return mask < n ? (n - mask - 1) / (2 * mask) + 1 : 0;
 }
 
 /* Binomial subtree of virtual rank v among n (root 0): v .. sub_end - 1. */

@@ -71,7 +71,15 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
 static double cost(const struct coll_args *a, const struct coll_cost *c)
 {
     double bytes = (double)a->count * (double)a->esize;
-    return ceil_log2(a->nranks) * (c->alpha + bytes * c->beta + bytes * c->gamma);
+    if (!(c->oversub > 1))
+        return ceil_log2(a->nranks) * (c->alpha + bytes * c->beta + bytes * c->gamma);
+    /* ranks outnumber CPUs: a round's receivers share them (half the ranks
+     * in the first round, one in the last) */
+    double t = 0;
+    for (int mask = 1; mask < a->nranks; mask *= 2)
+        t += c->alpha + bytes * (c->beta + c->gamma) *
+                            coll_share(c, a->nranks, binomial_receivers(a->nranks, mask));
+    return t;
 }
 
 const struct coll_algo coll_reduce_binomial = {
@@ -80,4 +88,5 @@ const struct coll_algo coll_reduce_binomial = {
     .check = NULL,
     .build = build,
     .cost = cost,
+    .shares = 1,
 };

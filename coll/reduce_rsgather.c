@@ -125,7 +125,14 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     if (n == 1)
         return 0;
     double bytes = (double)a->count * (double)a->esize, part = (double)(n - 1) / n * bytes;
-    return (n - 1 + ceil_log2(n)) * c->alpha + part * (2 * c->beta + c->gamma);
+    if (!(c->oversub > 1))
+        return (n - 1 + ceil_log2(n)) * c->alpha + part * (2 * c->beta + c->gamma);
+    /* ranks outnumber CPUs: every rank works in the ring; the gather's
+     * rounds have fewer receivers, each a subtree's blocks */
+    double t = (n - 1) * c->alpha + part * (c->beta + c->gamma) * coll_share(c, n, n);
+    for (int mask = 1; mask < n; mask *= 2)
+        t += c->alpha + bytes * mask / n * c->beta * coll_share(c, n, binomial_receivers(n, mask));
+    return t;
 }
 
 const struct coll_algo coll_reduce_rsgather = {
@@ -134,4 +141,5 @@ const struct coll_algo coll_reduce_rsgather = {
     .check = NULL,
     .build = build,
     .cost = cost,
+    .shares = 1,
 };

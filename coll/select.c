@@ -180,6 +180,30 @@ static size_t coll_bytes(const struct coll_args *a)
     }
 }
 
+double coll_algo_cost(const struct coll_algo *al, const struct coll_args *a,
+                      const struct coll_cost *c)
+{
+    if (!al->cost)
+        return 1e30;
+    if (!(c->oversub > 1))
+        return al->cost(a, c);
+    struct coll_cost e = *c;
+    if (al->shares) {
+        e.alpha += c->handoff; /* and cost() shares the CPUs per step */
+    } else {
+        /* every rank works in every step, in lockstep: all of it runs k
+         * times slower, which keeps these algorithms' order (4 ranks on 2
+         * CPUs, shm: rabenseifner's 4 steps still beat rd's 2 from 16 KiB,
+         * as with a CPU per rank; a handoff per step would have put rd
+         * first up to 64 KiB, 14% slower there) */
+        double k = coll_share(c, a->nranks, a->nranks);
+        e.alpha *= k;
+        e.beta *= k;
+        e.gamma *= k;
+    }
+    return al->cost(a, &e);
+}
+
 const struct coll_algo *coll_select_by_cost(const struct coll_tuning *t,
                                             const struct coll_args *a, double *predicted)
 {
@@ -189,7 +213,7 @@ const struct coll_algo *coll_select_by_cost(const struct coll_tuning *t,
         const struct coll_algo *al = coll_algos[i];
         if (al->kind != a->kind || (al->check && !al->check(a)))
             continue;
-        double c = al->cost ? al->cost(a, &t->cost) : 1e30;
+        double c = coll_algo_cost(al, a, &t->cost);
         if (!best || c < best_cost * (1 - best->tie_margin)) {
             best = al;
             best_cost = c;

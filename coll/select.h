@@ -8,6 +8,16 @@
 
 #define COLL_MAX_RULES 64
 
+/* What a step costs more when ranks outnumber CPUs: a waiting rank yields,
+ * and runs again only after the ranks sharing its CPU had their turn.
+ * Fitted on our 2-core VM, 4 ranks (2 per CPU), 8 interleaved rounds of
+ * fc_perf with each algorithm forced, shm and tcp: the per-step time
+ * implied by binomial against scatter + allgather (broadcast) and
+ * rsgather (reduce), 64 KiB-1 MiB, is 6-20 us above the provider's
+ * alpha (8-byte allreduce: 4-6 us). */
+#define COLL_HANDOFF_US 10
+#define COLL_HANDOFF_S (COLL_HANDOFF_US * 1e-6)
+
 struct coll_rule {
     enum coll_kind kind;
     size_t min_bytes, max_bytes; /* total bytes of the collective (see coll_bytes) */
@@ -31,6 +41,10 @@ fc_result_t coll_tuning_load_file(struct coll_tuning *t, const char *path);
 /* The algorithm to run; *why says which rule decided. */
 const struct coll_algo *coll_select(const struct coll_tuning *t, const struct coll_args *a,
                                     const char **why);
+/* An algorithm's predicted time (s) under c, ranks outnumbering CPUs
+ * included (coll_cost.oversub); 1e30 when it has no model. */
+double coll_algo_cost(const struct coll_algo *al, const struct coll_args *a,
+                      const struct coll_cost *c);
 /* The cost model's choice alone, with its predicted time. */
 const struct coll_algo *coll_select_by_cost(const struct coll_tuning *t,
                                             const struct coll_args *a, double *predicted);

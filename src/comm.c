@@ -584,12 +584,51 @@ void *comm_progress_main(void *arg)
     return NULL;
 }
 
+/* Ranks per CPU on the job's most crowded node (0: no node has more ranks
+ * than CPUs for them): the same on every rank, from everyone's rank_info,
+ * since every rank must pick the same algorithm. */
+static int cmp_host(const void *x, const void *y)
+{
+    uint64_t a = (*(const struct rank_info *const *)x)->host_hash;
+    uint64_t b = (*(const struct rank_info *const *)y)->host_hash;
+    return a < b ? -1 : a > b;
+}
+
+/* -1: out of memory */
+static double job_oversub(const struct rank_info *infos, int n)
+{
+    const struct rank_info **by = malloc((size_t)n * sizeof(*by));
+    if (!by)
+        return -1;
+    for (int r = 0; r < n; r++)
+        by[r] = &infos[r];
+    qsort(by, (size_t)n, sizeof(*by), cmp_host);
+    double worst = 0;
+    for (int r = 0; r < n;) {
+        uint64_t u[16] = {0};
+        int q = r;
+        for (; q < n && by[q]->host_hash == by[r]->host_hash; q++)
+            for (int w = 0; w < 16; w++)
+                u[w] |= by[q]->cpumask[w];
+        int cpus = 0;
+        for (int w = 0; w < 16; w++)
+            cpus += __builtin_popcountll(u[w]);
+        if (cpus > 0 && q - r > cpus && (double)(q - r) / cpus > worst)
+            worst = (double)(q - r) / cpus;
+        r = q;
+    }
+    free(by);
+    return worst;
+}
+
 /* Tuning shared by top-level and split communicators. */
 static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nnodes)
 {
-    struct coll_cost cc;
+    struct coll_cost cc = {0};
     prov_cost_params(prov_name, nnodes, &cc.alpha, &cc.beta, &cc.gamma);
     cc.chunk = (double)c->chunk;
+    cc.oversub = c->oversub;
+    cc.handoff = COLL_HANDOFF_S;
     coll_tuning_init(&c->tuning, &cc);
     fc_result_t rc = FC_SUCCESS;
     if (c->cfg.algo[0])
@@ -870,6 +909,11 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     c->oversubscribed = node_cpus > 0 && local_size > node_cpus;
     if (c->cfg.spin <= 0)
         c->cfg.spin = c->oversubscribed ? 1 : COMM_SPIN_DEFAULT;
+    c->oversub = job_oversub(infos, n);
+    if (c->oversub < 0) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
 
     /* rank 0's pipeline and protocol settings for everyone: both ends of a
      * message must cut it into the same chunks and pick the same protocol */
@@ -977,6 +1021,12 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     rc = setup_tuning(c, choice, nnodes);
     if (rc != FC_SUCCESS)
         goto fail;
+    if (c->oversub > 1)
+        FC_INFO(LOG_TUNE,
+                "up to %.3g ranks per CPU on a node: the cost model counts the CPUs a step's "
+                "working ranks share, and %.0f us per step of a tree or chain (broadcast and "
+                "reduce lean to trees)",
+                c->oversub, COLL_HANDOFF_S * 1e6);
     memset(&c->attr, 0, sizeof(c->attr));
     prov_describe(c->sh->ep, &c->attr);
     c->attr.nrails = c->sh->nrails;

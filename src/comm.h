@@ -83,6 +83,7 @@ struct fc_comm {
     char (*hosts)[64];         /* per comm rank, for messages */
     int *host_pid;
     int oversubscribed;        /* more ranks on this node than CPUs for them all */
+    double oversub;            /* ranks per CPU on the job's most crowded node (0: none) */
     fc_result_t broken;        /* set after a failure that leaves it unusable */
     char brokenmsg[512];
     int gpu_device;            /* -1 until a device collective */

@@ -186,7 +186,7 @@ static void print_algo_specs(void)
 
 static void print_tuner(const char *prov, int n)
 {
-    struct coll_cost cc;
+    struct coll_cost cc = {0};
     prov_cost_params(prov, 1, &cc.alpha, &cc.beta, &cc.gamma);
     size_t chunk;
     int window;
@@ -220,7 +220,7 @@ static void print_tuner(const char *prov, int n)
                 const struct coll_algo *al = coll_algos[i];
                 if (al->kind != a.kind || al == best || (al->check && !al->check(&a)) || !al->cost)
                     continue;
-                double c = al->cost(&a, &t.cost);
+                double c = coll_algo_cost(al, &a, &t.cost);
                 if (!second || c < second_t) {
                     second = al;
                     second_t = c;

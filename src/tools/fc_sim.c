@@ -29,6 +29,8 @@
 #include "../log.h"
 #include "../sim.h"
 
+#define FC_STR_(x) #x
+#define FC_STR(x) FC_STR_(x)
 static const char usage[] =
     "Usage: fc_sim [OPTIONS]\n"
     "\n"
@@ -53,6 +55,13 @@ static const char usage[] =
     "      --gamma NS       override: time per byte reduced, nanoseconds\n"
     "      --chunk BYTES    override: the engine's pipeline chunk (0: steps not cut)\n"
     "      --window N       override: chunks of a step in flight (1..64)\n"
+    "      --oversub K      model K ranks per CPU (as when a node runs more ranks\n"
+    "                       than it has CPUs; fabcoll measures it at init): each\n"
+    "                       step costs a handoff more and the ranks working in a\n"
+    "                       step share the CPUs. Changes the model column and the\n"
+    "                       pick, not the simulation, which gives every rank a CPU\n"
+    "      --handoff US     with --oversub: the handoff per step, microseconds\n"
+    "                       (default " FC_STR(COLL_HANDOFF_US) ")\n"
     "      --csv            one line per algorithm, comma-separated\n"
     "  -h, --help           this text\n"
     "\n"
@@ -135,7 +144,7 @@ static int split_list(char *s, char **items)
 
 int main(int argc, char **argv)
 {
-    enum { O_ALPHA = 256, O_BETA, O_GAMMA, O_CHUNK, O_WINDOW, O_CSV };
+    enum { O_ALPHA = 256, O_BETA, O_GAMMA, O_CHUNK, O_WINDOW, O_CSV, O_OVERSUB, O_HANDOFF };
     static const struct option opts[] = {
         {"colls", required_argument, NULL, 'c'}, {"ranks", required_argument, NULL, 'n'},
         {"bytes", required_argument, NULL, 'b'}, {"algo", required_argument, NULL, 'a'},
@@ -143,12 +152,15 @@ int main(int argc, char **argv)
         {"beta", required_argument, NULL, O_BETA}, {"gamma", required_argument, NULL, O_GAMMA},
         {"chunk", required_argument, NULL, O_CHUNK}, {"window", required_argument, NULL, O_WINDOW},
         {"csv", no_argument, NULL, O_CSV}, {"help", no_argument, NULL, 'h'},
+        {"oversub", required_argument, NULL, O_OVERSUB},
+        {"handoff", required_argument, NULL, O_HANDOFF},
         {NULL, 0, NULL, 0}};
     char colls_s[256] = "allreduce,bcast,reduce,allgather,reduce_scatter,alltoall,barrier";
     char ranks_s[256] = "64,1024,4096";
     char bytes_s[256] = "8,64K,16M";
     const char *prov = "tcp", *only = NULL;
-    double alpha = -1, beta = -1, gamma_ = -1, chunk_ = -1;
+    double alpha = -1, beta = -1, gamma_ = -1, chunk_ = -1, oversub = 0,
+           handoff = COLL_HANDOFF_S;
     int window = 0;
     int csv = 0, c;
     while ((c = getopt_long(argc, argv, "c:n:b:a:p:h", opts, NULL)) != -1) {
@@ -159,6 +171,18 @@ int main(int argc, char **argv)
         case 'b': snprintf(bytes_s, sizeof(bytes_s), "%s", optarg); break;
         case 'a': only = optarg; break;
         case 'p': prov = optarg; break;
+        case O_OVERSUB: case O_HANDOFF: {
+            double v = strtod(optarg, &end);
+            if (!end || *end || v < 0 || v > 1e6) {
+                fprintf(stderr, "fc_sim: %s: not a non-negative number\n", optarg);
+                return 2;
+            }
+            if (c == O_OVERSUB)
+                oversub = v;
+            else
+                handoff = v * 1e-6;
+            break;
+        }
         case O_ALPHA: case O_BETA: case O_GAMMA: {
             double v = strtod(optarg, &end);
             if (!end || *end || v < 0) {
@@ -198,7 +222,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fc_sim: unexpected argument '%s'\n%s", argv[optind], usage);
         return 2;
     }
-    struct coll_cost cc;
+    struct coll_cost cc = {0};
     prov_cost_params(prov, 1, &cc.alpha, &cc.beta, &cc.gamma);
     if (alpha >= 0)
         cc.alpha = alpha;
@@ -210,6 +234,8 @@ int main(int argc, char **argv)
     int pwindow;
     prov_pipeline_params(prov, &pchunk, &pwindow);
     cc.chunk = chunk_ >= 0 ? chunk_ : (double)pchunk;
+    cc.oversub = oversub;
+    cc.handoff = handoff;
     if (!window)
         window = pwindow;
     struct coll_tuning tun;
@@ -257,9 +283,12 @@ int main(int argc, char **argv)
                "max_bytes_sent_per_rank,steps,tuner_choice\n");
     else
         printf("fc_sim: provider table %s: alpha %.2f us/message, beta %.4f ns/byte "
-               "(%.2f GB/s), gamma %.4f ns/byte, chunk %.0f bytes, window %d\n",
+               "(%.2f GB/s), gamma %.4f ns/byte, chunk %.0f bytes, window %d",
                prov, cc.alpha * 1e6, cc.beta * 1e9, 1e-9 / cc.beta, cc.gamma * 1e9, cc.chunk,
                window);
+    if (!csv)
+        printf(oversub > 1 ? "; %.3g ranks per CPU, handoff %.1f us per step\n" : "\n", oversub,
+               handoff * 1e6);
     int errors = 0;
     for (int ki = 0; ki < ncl; ki++)
         for (int ri = 0; ri < nrl; ri++)
@@ -298,7 +327,7 @@ int main(int argc, char **argv)
                             printf("  %-19s (does not apply here)\n", al->name);
                         continue;
                     }
-                    double model = al->cost ? al->cost(&a, &cc) : NAN;
+                    double model = al->cost ? coll_algo_cost(al, &a, &cc) : NAN;
                     struct sim s;
                     int bad = simulate(&s, al, a, &cc, window);
                     uint64_t mx_msgs = s.max_msgs, mx_sent = s.max_sent;

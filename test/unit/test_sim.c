@@ -227,7 +227,7 @@ static void model_close_c(const char *kind, const char *algo, int n, size_t coun
     struct coll_args a = args_for(k, n, count, 0);
     struct sim s;
     cr_assert_eq(simulate_chunked(al, a, &s, chunk, 4), 0, "%s", s.err);
-    struct coll_cost c = {A, B, G, (double)chunk};
+    struct coll_cost c = {.alpha = A, .beta = B, .gamma = G, .chunk = (double)chunk};
     double model = al->cost(&a, &c);
     cr_assert(fabs(s.end - model) <= tol * model,
               "%s/%s n=%d count=%zu: simulated %.3g us, model %.3g us (tolerance %.0f%%)", kind,
@@ -277,4 +277,71 @@ Test(select, small_allreduce_ties_go_to_gather)
                  coll_select(&t, &a, NULL)->name);
     a = args_for(COLL_ALLREDUCE, 4, 2 << 20, 0); /* 8 MiB: the margin is gather's alone */
     cr_assert_str_eq(coll_select(&t, &a, NULL)->name, "rabenseifner");
+}
+
+/* Ranks outnumbering CPUs (coll_cost.oversub, measured at init): with 2
+ * ranks per CPU the shm profile's broadcast and reduce move from the
+ * ring-based algorithms to the binomial tree where 4 ranks on our 2-core
+ * VM measured the tree faster (fc_perf, 8-10 interleaved rounds, paired
+ * medians: scatter_allgather 1.19-1.51x the tree's time at 256 KiB-1 MiB,
+ * rsgather 1.23-2.27x at 64-256 KiB); without it nothing changes, and the
+ * algorithms whose ranks all work in every step keep their order. */
+Test(select, oversubscribed_ranks_prefer_trees)
+{
+    struct coll_cost cc = {.alpha = 2e-6, .beta = 1.0 / 12e9, .gamma = 1.0 / 20e9,
+                           .chunk = 4 << 20};
+    struct coll_tuning plain, over;
+    coll_tuning_init(&plain, &cc);
+    cc.oversub = 2;
+    cc.handoff = COLL_HANDOFF_S;
+    coll_tuning_init(&over, &cc);
+    static const struct {
+        enum coll_kind k;
+        size_t bytes;
+        const char *plain, *over;
+    } want[] = {
+        {COLL_BCAST, 256 << 10, "scatter_allgather", "binomial"},
+        {COLL_BCAST, 1 << 20, "scatter_allgather", "binomial"},
+        {COLL_REDUCE, 64 << 10, "rsgather", "binomial"},
+        {COLL_REDUCE, 1 << 20, "rsgather", "binomial"},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        struct coll_args a = args_for(want[i].k, 4, want[i].bytes / 4, 0);
+        const char *p = coll_select(&plain, &a, NULL)->name, *o = coll_select(&over, &a, NULL)->name;
+        cr_expect_str_eq(p, want[i].plain, "%s %zu B, 4 ranks with CPUs: %s", coll_kind_name(want[i].k),
+                         want[i].bytes, p);
+        cr_expect_str_eq(o, want[i].over, "%s %zu B, 4 ranks on 2 CPUs: %s", coll_kind_name(want[i].k),
+                         want[i].bytes, o);
+    }
+    /* a large broadcast still pipelines down the chain */
+    struct coll_args a = args_for(COLL_BCAST, 4, 4 << 20, 0);
+    cr_expect_str_eq(coll_select(&over, &a, NULL)->name, "chain");
+    /* up to one rank per CPU is no oversubscription: the same predictions */
+    cc.oversub = 1;
+    struct coll_tuning one;
+    coll_tuning_init(&one, &cc);
+    for (int i = 0; coll_algos[i]; i++)
+        for (int n = 2; n <= 16; n *= 2) {
+            struct coll_args b = args_for(coll_algos[i]->kind, n, 1 << 16, 0);
+            if (coll_algos[i]->check && !coll_algos[i]->check(&b))
+                continue;
+            cr_assert_eq(coll_algo_cost(coll_algos[i], &b, &one.cost),
+                         coll_algo_cost(coll_algos[i], &b, &plain.cost), "%s at %d ranks",
+                         coll_algos[i]->name, n);
+        }
+    /* every-rank-works algorithms: k times the time, the same choice */
+    for (int k = COLL_ALLREDUCE; k < COLL_NKINDS; k++) {
+        if (k == COLL_BCAST || k == COLL_REDUCE)
+            continue;
+        for (size_t c = 2; c <= (4u << 20); c *= 8) {
+            struct coll_args b = args_for((enum coll_kind)k, 8, k == COLL_BARRIER ? 0 : c, 0);
+            double tp = 0, to = 0;
+            const struct coll_algo *ap = coll_select_by_cost(&plain, &b, &tp);
+            const struct coll_algo *ao = coll_select_by_cost(&over, &b, &to);
+            cr_assert_eq(ap, ao, "%s of %zu elements: %s with CPUs, %s on half as many",
+                         coll_kind_name((enum coll_kind)k), c, ap->name, ao->name);
+            cr_assert_float_eq(to, 2 * tp, 1e-12 + 1e-9 * tp, "%s: %g vs %g",
+                               coll_kind_name((enum coll_kind)k), to, tp);
+        }
+    }
 }
