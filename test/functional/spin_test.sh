@@ -4,6 +4,7 @@
 # union of their affinity masks) yield at once (spin 1); ranks with a CPU
 # each poll 2000 times first; an explicit FC_SPIN holds either way. Read
 # from the INFO line each rank logs at init; the runs must also succeed.
+# The same ratio reaches the cost model (checked at the end).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 fc_run=${FC_RUN:-$here/../../fc_run}
@@ -30,6 +31,21 @@ check "1 rank: spin 2000" "2000 x1" \
 if [ "$(nproc)" -ge 2 ]; then
     check "2 ranks on 2 CPUs (taskset -c 0,1): spin 2000" "2000 x2" \
         "$(spins taskset -c 0,1 "$fc_run" -n 2 -p shm -t 60 -x FC_DEBUG=INFO "$prog")"
+    check "2 ranks on 2 CPUs: the cost model is told of no shared CPUs" 0 \
+        "$(taskset -c 0,1 "$fc_run" -n 2 -p shm -t 60 -x FC_DEBUG=INFO "$prog" 2>&1 |
+            grep -c 'ranks per CPU on a node')"
 fi
+# The cost model hears of the shared CPUs (every rank, the same ratio) and
+# leans to trees: a 1 MiB broadcast at 4 ranks takes the binomial tree,
+# where with a CPU per rank it takes scatter + allgather (test_sim.c)
+check "4 ranks on 1 CPU: each logs 4 ranks per CPU for the cost model" 4 \
+    "$(taskset -c 0 "$fc_run" -n 4 -p shm -t 60 -x FC_DEBUG=INFO -x FC_DEBUG_SUBSYS=TUNE "$prog" 2>&1 |
+        grep -c 'up to 4 ranks per CPU on a node')"
+perf="$(cd "$(dirname "$fc_run")" && pwd)/fc_perf"
+check "4 ranks on 1 CPU: a 1 MiB broadcast takes the binomial tree on every rank" "binomial x4" \
+    "$(taskset -c 0 "$fc_run" -n 4 -p shm -t 60 -x FC_DEBUG=TRACE -x FC_DEBUG_SUBSYS=COLL \
+        "$perf" -C bcast -b 1M -e 1M -n 1 -w 0 2>&1 | grep -o 'bcast #[0-9]* ([a-z_]*' |
+        grep -o '([a-z_]*' | tr -d '(' | sort | uniq -c | awk '{printf "%s x%s ", $2, $1}' |
+        sed 's/ $//')"
 [ $fails = 0 ] && echo "spin_test: passed" || echo "spin_test: $fails failed"
 [ $fails = 0 ]
