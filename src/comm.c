@@ -584,9 +584,6 @@ void *comm_progress_main(void *arg)
     return NULL;
 }
 
-/* Ranks per CPU on the job's most crowded node (0: no node has more ranks
- * than CPUs for them): the same on every rank, from everyone's rank_info,
- * since every rank must pick the same algorithm. */
 static int cmp_host(const void *x, const void *y)
 {
     uint64_t a = (*(const struct rank_info *const *)x)->host_hash;
@@ -594,8 +591,12 @@ static int cmp_host(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* -1: out of memory */
-static double job_oversub(const struct rank_info *infos, int n)
+/* Ranks per CPU on the job's most crowded node (0: no node has more ranks
+ * than CPUs for them): the same on every rank, from everyone's rank_info,
+ * since every rank must pick the same algorithm. *here: the ratio on the
+ * node of host hash `mine` (0 where its ranks' affinity is unknown).
+ * -1: out of memory. */
+static double job_oversub(const struct rank_info *infos, int n, uint64_t mine, double *here)
 {
     const struct rank_info **by = malloc((size_t)n * sizeof(*by));
     if (!by)
@@ -613,8 +614,11 @@ static double job_oversub(const struct rank_info *infos, int n)
         int cpus = 0;
         for (int w = 0; w < 16; w++)
             cpus += __builtin_popcountll(u[w]);
-        if (cpus > 0 && q - r > cpus && (double)(q - r) / cpus > worst)
-            worst = (double)(q - r) / cpus;
+        double ratio = cpus > 0 ? (double)(q - r) / cpus : 0;
+        if (by[r]->host_hash == mine)
+            *here = ratio;
+        if (ratio > 1 && ratio > worst)
+            worst = ratio;
         r = q;
     }
     free(by);
@@ -897,23 +901,17 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
      * waiting rank that spins holds the CPU its peer needs for a whole
      * time slice (4 ranks on 2 cores: 8-byte allreduce 240-470 us over shm
      * with 2000 polls, 25 us yielding at once; Open MPI, which yields when
-     * oversubscribed, 8-11 us), so FC_SPIN=0 (auto) yields at once there */
-    uint64_t cpus_union[16] = {0};
-    for (int r = 0; r < n; r++)
-        if (infos[r].host_hash == mine.host_hash)
-            for (int w = 0; w < 16; w++)
-                cpus_union[w] |= infos[r].cpumask[w];
-    int node_cpus = 0;
-    for (int w = 0; w < 16; w++)
-        node_cpus += __builtin_popcountll(cpus_union[w]);
-    c->oversubscribed = node_cpus > 0 && local_size > node_cpus;
-    if (c->cfg.spin <= 0)
-        c->cfg.spin = c->oversubscribed ? 1 : COMM_SPIN_DEFAULT;
-    c->oversub = job_oversub(infos, n);
+     * oversubscribed, 8-11 us), so FC_SPIN=0 (auto) yields at once there.
+     * The busiest node's ratio goes to the cost model (setup_tuning). */
+    double here = 0;
+    c->oversub = job_oversub(infos, n, mine.host_hash, &here);
     if (c->oversub < 0) {
         rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
+    c->oversubscribed = here > 1; /* local_size > this node's CPUs */
+    if (c->cfg.spin <= 0)
+        c->cfg.spin = c->oversubscribed ? 1 : COMM_SPIN_DEFAULT;
 
     /* rank 0's pipeline and protocol settings for everyone: both ends of a
      * message must cut it into the same chunks and pick the same protocol */

@@ -171,25 +171,17 @@ int main(int argc, char **argv)
         case 'b': snprintf(bytes_s, sizeof(bytes_s), "%s", optarg); break;
         case 'a': only = optarg; break;
         case 'p': prov = optarg; break;
-        case O_OVERSUB: case O_HANDOFF: {
+        case O_ALPHA: case O_BETA: case O_GAMMA: case O_OVERSUB: case O_HANDOFF: {
             double v = strtod(optarg, &end);
-            if (!end || *end || v < 0 || v > 1e6) {
+            if (!end || *end || v < 0 || ((c == O_OVERSUB || c == O_HANDOFF) && v > 1e6)) {
                 fprintf(stderr, "fc_sim: %s: not a non-negative number\n", optarg);
                 return 2;
             }
             if (c == O_OVERSUB)
                 oversub = v;
-            else
+            else if (c == O_HANDOFF)
                 handoff = v * 1e-6;
-            break;
-        }
-        case O_ALPHA: case O_BETA: case O_GAMMA: {
-            double v = strtod(optarg, &end);
-            if (!end || *end || v < 0) {
-                fprintf(stderr, "fc_sim: %s: not a non-negative number\n", optarg);
-                return 2;
-            }
-            if (c == O_ALPHA)
+            else if (c == O_ALPHA)
                 alpha = v * 1e-6;
             else if (c == O_BETA)
                 beta = v * 1e-9;
