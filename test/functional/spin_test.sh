@@ -4,7 +4,8 @@
 # union of their affinity masks) yield at once (spin 1); ranks with a CPU
 # each poll 2000 times first; an explicit FC_SPIN holds either way. Read
 # from the INFO line each rank logs at init; the runs must also succeed.
-# The same ratio reaches the cost model (checked at the end).
+# The same ratio reaches the cost model, and a repeated call keeps its
+# algorithm (checked at the end).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 fc_run=${FC_RUN:-$here/../../fc_run}
@@ -47,5 +48,17 @@ check "4 ranks on 1 CPU: a 1 MiB broadcast takes the binomial tree on every rank
         "$perf" -C bcast -b 1M -e 1M -n 1 -w 0 2>&1 | grep -o 'bcast #[0-9]* ([a-z_]*' |
         grep -o '([a-z_]*' | tr -d '(' | sort | uniq -c | awk '{printf "%s x%s ", $2, $1}' |
         sed 's/ $//')"
+# A call repeated with the same arguments keeps its first choice without
+# running the cost functions again: 3 + 1 warm-up 8-byte allreduces per
+# rank, the first chosen by the cost model, the others "the same call
+# before", one algorithm throughout
+choices="$("$fc_run" -n 2 -p shm -t 60 -x FC_DEBUG=TRACE -x FC_DEBUG_SUBSYS=COLL \
+    "$perf" -b 8 -e 8 -n 3 -w 1 2>&1 | grep -o 'allreduce #[0-9]* ([a-z_]*, 2 x float32): chosen by [a-z ]*')"
+check "2 ranks, 4 identical 8-byte allreduces: chosen by the cost model once per rank" \
+    "2 cost model, 6 the same call before" \
+    "$(echo "$choices" | grep -o 'chosen by .*' | sed 's/chosen by //' | sort | uniq -c |
+        awk '{n=$1; $1=""; printf "%s%s,", n, $0}' | sed 's/,$//; s/,/, /g')"
+check "the same, one algorithm throughout" 1 \
+    "$(echo "$choices" | grep -o '([a-z_]*' | sort -u | wc -l)"
 [ $fails = 0 ] && echo "spin_test: passed" || echo "spin_test: $fails failed"
 [ $fails = 0 ]
