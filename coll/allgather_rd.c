@@ -97,8 +97,10 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     double bc = (double)a->count * (double)a->esize;
     int p = floor_pow2(n);
     double t = ilog2(p) * c->alpha + (n - 1) * bc * c->beta;
+    for (int k = 1; k < p; k *= 2) /* step k exchanges k ranks' blocks */
+        t += coll_hs(c, (double)k * n / p * bc);
     if (n != p) /* fold in, and the result back out */
-        t += 2 * c->alpha + n * bc * c->beta;
+        t += 2 * c->alpha + n * bc * c->beta + coll_hs(c, bc) + coll_hs(c, n * bc);
     return t;
 }
 

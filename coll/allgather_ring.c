@@ -41,7 +41,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 {
     int n = a->nranks;
     double bc = (double)a->count * (double)a->esize;
-    return (n - 1) * (c->alpha + bc * c->beta);
+    return (n - 1) * (c->alpha + bc * c->beta + coll_hs(c, bc));
 }
 
 const struct coll_algo coll_allgather_ring = {

@@ -115,7 +115,9 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     if (n == 1)
         return 0;
     double bc = (double)a->count * (double)a->esize;
-    return ceil_log2(n) * c->alpha + (n - 1) * bc * (c->beta + c->gamma);
+    /* the n - 1 messages go out at once: their latencies (and handshakes)
+     * overlap like a tree's */
+    return ceil_log2(n) * (c->alpha + coll_hs(c, bc)) + (n - 1) * bc * (c->beta + c->gamma);
 }
 
 const struct coll_algo coll_allreduce_gather = {

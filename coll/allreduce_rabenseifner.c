@@ -140,8 +140,10 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     int p = floor_pow2(n);
     double part = (double)(p - 1) / p * bytes;
     double t = 2 * ilog2(p) * c->alpha + 2 * part * c->beta + part * c->gamma;
+    for (int k = 2; k <= p; k *= 2) /* halves, quarters ... both ways */
+        t += 2 * coll_hs(c, bytes / k);
     if (n != p)
-        t += 2 * (c->alpha + bytes * c->beta) + bytes * c->gamma;
+        t += 2 * (c->alpha + bytes * c->beta + coll_hs(c, bytes)) + bytes * c->gamma;
     return t;
 }
 

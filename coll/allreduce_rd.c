@@ -96,7 +96,8 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
         return 0;
     double bytes = (double)a->count * (double)a->esize;
     int p = floor_pow2(n), rounds = ilog2(p) + (n != p ? 2 : 0);
-    return rounds * (c->alpha + bytes * c->beta) + (ilog2(p) + (n != p)) * bytes * c->gamma;
+    return rounds * (c->alpha + bytes * c->beta + coll_hs(c, bytes)) +
+           (ilog2(p) + (n != p)) * bytes * c->gamma;
 }
 
 const struct coll_algo coll_allreduce_rd = {

@@ -92,7 +92,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     double bytes = (double)a->count * (double)a->esize;
     if (n == 1)
         return 0;
-    return 2.0 * (n - 1) * c->alpha + 2.0 * (n - 1) / n * bytes * c->beta +
+    return 2.0 * (n - 1) * (c->alpha + coll_hs(c, bytes / n)) + 2.0 * (n - 1) / n * bytes * c->beta +
            (double)(n - 1) / n * bytes * c->gamma;
 }
 

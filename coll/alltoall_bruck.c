@@ -132,7 +132,8 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
         return 0;
     double bc = (double)a->count * (double)a->esize, half = (double)(n / 2) * bc;
     /* each phase: pack, send about n/2 blocks; the copies are local passes */
-    return ceil_log2(n) * (c->alpha + half * c->beta + half * c->gamma) + n * bc * c->gamma;
+    return ceil_log2(n) * (c->alpha + coll_hs(c, half) + half * c->beta + half * c->gamma) +
+           n * bc * c->gamma;
 }
 
 const struct coll_algo coll_alltoall_bruck = {

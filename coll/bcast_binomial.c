@@ -51,12 +51,12 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 {
     double bytes = (double)a->count * (double)a->esize;
     if (!(c->oversub > 1))
-        return ceil_log2(a->nranks) * (c->alpha + bytes * c->beta);
+        return ceil_log2(a->nranks) * (c->alpha + bytes * c->beta + coll_hs1(c, bytes));
     /* ranks outnumber CPUs: a round's receivers share them (the first
      * rounds leave most ranks idle) */
     double t = 0;
     for (int mask = 1; mask < a->nranks; mask *= 2)
-        t += c->alpha +
+        t += c->alpha + coll_hs1(c, bytes) +
              bytes * c->beta * coll_share(c, a->nranks, binomial_receivers(a->nranks, mask));
     return t;
 }

@@ -51,7 +51,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
      * chunks are in flight) */
     /* ranks outnumbering CPUs: once the pipe is full all n-1 receivers
      * copy at once and share them */
-    return (n - 1) * (c->alpha + chunk * c->beta) +
+    return (n - 1) * (c->alpha + chunk * c->beta + coll_hs1(c, chunk)) +
            (nchunks - 1) * chunk * c->beta * coll_share(c, n, n - 1);
 }
 

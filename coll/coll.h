@@ -66,7 +66,31 @@ struct coll_cost {
      * coll_algo_cost. */
     double oversub;
     double handoff; /* seconds per tree step when oversub > 1 */
+    /* Messages of more than hs_min bytes take the provider's own handshake
+     * (libfabric 1.17's shm: past its 4 KiB inject buffers the receiver
+     * copies with CMA and acknowledges; tcp;ofi_rxm: past its 16 KiB eager
+     * buffers a request-to-send round trip): hs seconds more each in a
+     * step where ranks exchange (each sends and receives: rings, recursive
+     * doubling and halving, pairwise), hs_oneway in one where a rank only
+     * receives (trees, chains, scatter and gather rounds). shm's costs
+     * only in exchanges: a receiver that is not sending copies at once. 0:
+     * no such step. Applied per message by coll_hs and coll_hs1. */
+    double hs_min;
+    double hs, hs_oneway;
 };
+
+/* The provider's handshake for one message of `bytes` in an exchange (0
+ * at or below hs_min) ... */
+static inline double coll_hs(const struct coll_cost *c, double bytes)
+{
+    return c->hs_min > 0 && bytes > c->hs_min ? c->hs : 0;
+}
+
+/* ... and in a one-way step */
+static inline double coll_hs1(const struct coll_cost *c, double bytes)
+{
+    return c->hs_min > 0 && bytes > c->hs_min ? c->hs_oneway : 0;
+}
 
 /* How much slower a step runs in which `active` of the n ranks copy or
  * reduce at once, when ranks outnumber CPUs (1: not at all). */

@@ -72,12 +72,13 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 {
     double bytes = (double)a->count * (double)a->esize;
     if (!(c->oversub > 1))
-        return ceil_log2(a->nranks) * (c->alpha + bytes * c->beta + bytes * c->gamma);
+        return ceil_log2(a->nranks) *
+               (c->alpha + coll_hs1(c, bytes) + bytes * c->beta + bytes * c->gamma);
     /* ranks outnumber CPUs: a round's receivers share them (half the ranks
      * in the first round, one in the last) */
     double t = 0;
     for (int mask = 1; mask < a->nranks; mask *= 2)
-        t += c->alpha + bytes * (c->beta + c->gamma) *
+        t += c->alpha + coll_hs1(c, bytes) + bytes * (c->beta + c->gamma) *
                             coll_share(c, a->nranks, binomial_receivers(a->nranks, mask));
     return t;
 }

@@ -136,8 +136,11 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     double bytes = (double)n * (double)a->count * (double)a->esize;
     int p = floor_pow2(n);
     double t = ilog2(p) * c->alpha + (1.0 - 1.0 / p) * bytes * (c->beta + c->gamma);
+    for (int k = 2; k <= p; k *= 2) /* halves, quarters ... */
+        t += coll_hs(c, bytes / k);
     if (n != p) /* the whole input in, one block back */
-        t += 2 * c->alpha + bytes * (c->beta + c->gamma) + bytes / n * c->beta;
+        t += 2 * c->alpha + bytes * (c->beta + c->gamma) + bytes / n * c->beta +
+             coll_hs(c, bytes) + coll_hs(c, bytes / n);
     return t;
 }
 

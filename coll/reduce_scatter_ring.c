@@ -64,7 +64,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 {
     int n = a->nranks;
     double bc = (double)a->count * (double)a->esize;
-    return (n - 1) * (c->alpha + bc * c->beta + bc * c->gamma);
+    return (n - 1) * (c->alpha + bc * c->beta + coll_hs(c, bc) + bc * c->gamma);
 }
 
 const struct coll_algo coll_reduce_scatter_ring = {

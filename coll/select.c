@@ -190,6 +190,10 @@ double coll_algo_cost(const struct coll_algo *al, const struct coll_args *a,
     struct coll_cost e = *c;
     if (al->shares) {
         e.alpha += c->handoff; /* and cost() shares the CPUs per step */
+        if (e.hs > 0) /* the acknowledgement waits for the peer's turn */
+            e.hs += c->handoff;
+        if (e.hs_oneway > 0)
+            e.hs_oneway += c->handoff;
     } else {
         /* every rank works in every step, in lockstep: all of it runs k
          * times slower, which keeps these algorithms' order (4 ranks on 2
@@ -200,6 +204,8 @@ double coll_algo_cost(const struct coll_algo *al, const struct coll_args *a,
         e.alpha *= k;
         e.beta *= k;
         e.gamma *= k;
+        e.hs *= k;
+        e.hs_oneway *= k;
     }
     return al->cost(a, &e);
 }

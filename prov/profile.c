@@ -18,6 +18,8 @@ struct profile {
     size_t eager_max;    /* largest eager message */
     size_t rndv_min;     /* smallest message for the RMA rendezvous (0: never) */
     double alpha, beta;  /* cost model: s per message, s per byte */
+    size_t hs_min;       /* cost model: messages above this take the provider's */
+    double hs, hs_oneway; /* own handshake, this much more each (0: none known) */
 };
 
 /* Smallest message for fabcoll's RMA rendezvous (0: never). On host memory
@@ -71,6 +73,20 @@ struct profile {
  * shm's 4 MiB. The decision is rank 0's, like every chunk. */
 #define STAGED_CHUNK (512u << 10)
 
+/* The providers' own protocol step (coll_cost.hs_min, .hs): a message past
+ * shm's 4 KiB inject buffers is copied by the receiver (CMA) and
+ * acknowledged; past tcp;ofi_rxm's 16 KiB eager buffers it waits for a
+ * request-to-send round trip. Forced algorithms on this 2-core VM, 3
+ * interleaved rounds, medians: 2-rank allreduce by recursive doubling (one
+ * message of the whole vector) shm 4.2 us at 4 KiB, 7.4 at 5 KiB; tcp 25.7
+ * us at 16 KiB, 67.9 at 24 KiB, while Rabenseifner's halves stay eager up
+ * to 32 KiB (46.8 us) and step at 40 KiB (131). With 2 ranks per CPU the
+ * step is about k times as long (coll_algo_cost). Other providers: not
+ * measured (no RDMA hardware here), no step modelled. */
+#define HS_SHM 4096, 3.3e-6, 0
+#define HS_TCP (16 << 10), 42e-6, 35e-6
+#define HS_NONE 0, 0, 0
+
 /* The ladder: shm (single node) first, native RDMA providers, then tcp,
  * other emulations, sockets last. The cost model's alpha and beta of shm and
  * tcp are fitted to 2-rank allreduce times on our 2-core VM (shm: CMA
@@ -78,22 +94,22 @@ struct profile {
  * per message above the eager size, ~5 GB/s); the others are conservative
  * defaults. */
 static const struct profile profiles[] = {
-    {"shm", FC_TIER_SHM, 0, SHM_CHUNK, 4, 16 << 10, R_SHM, 2e-6, 1.0 / 12e9},
-    {"verbs", FC_TIER_RDMA, 100, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
-    {"efa", FC_TIER_RDMA, 101, 512 << 10, 8, 8 << 10, 256 << 10, 15e-6, 1.0 / 10e9},
-    {"psm3", FC_TIER_RDMA, 102, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
-    {"cxi", FC_TIER_RDMA, 103, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 20e9},
-    {"opx", FC_TIER_RDMA, 104, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
-    {"psm2", FC_TIER_RDMA, 105, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
-    {"ucx", FC_TIER_RDMA, 106, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9},
-    {"usnic", FC_TIER_RDMA, 107, 512 << 10, 8, 8 << 10, 256 << 10, 5e-6, 1.0 / 5e9},
-    {"tcp", FC_TIER_NET, 200, TCP_CHUNK, 4, 64 << 10, R_TCP, 35e-6, 1.0 / 5e9},
-    {"net", FC_TIER_NET, 250, TCP_CHUNK, 4, 64 << 10, R_TCP, 35e-6, 1.0 / 5e9},
-    {"udp", FC_TIER_NET, 300, 256 << 10, 4, 16 << 10, 0, 50e-6, 1.0 / 0.5e9},
-    {"sockets", FC_TIER_NET, 350, 256 << 10, 4, 16 << 10, 0, 50e-6, 1.0 / 0.8e9},
+    {"shm", FC_TIER_SHM, 0, SHM_CHUNK, 4, 16 << 10, R_SHM, 2e-6, 1.0 / 12e9, HS_SHM},
+    {"verbs", FC_TIER_RDMA, 100, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9, HS_NONE},
+    {"efa", FC_TIER_RDMA, 101, 512 << 10, 8, 8 << 10, 256 << 10, 15e-6, 1.0 / 10e9, HS_NONE},
+    {"psm3", FC_TIER_RDMA, 102, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9, HS_NONE},
+    {"cxi", FC_TIER_RDMA, 103, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 20e9, HS_NONE},
+    {"opx", FC_TIER_RDMA, 104, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9, HS_NONE},
+    {"psm2", FC_TIER_RDMA, 105, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9, HS_NONE},
+    {"ucx", FC_TIER_RDMA, 106, 512 << 10, 8, 8 << 10, 256 << 10, 3e-6, 1.0 / 10e9, HS_NONE},
+    {"usnic", FC_TIER_RDMA, 107, 512 << 10, 8, 8 << 10, 256 << 10, 5e-6, 1.0 / 5e9, HS_NONE},
+    {"tcp", FC_TIER_NET, 200, TCP_CHUNK, 4, 64 << 10, R_TCP, 35e-6, 1.0 / 5e9, HS_TCP},
+    {"net", FC_TIER_NET, 250, TCP_CHUNK, 4, 64 << 10, R_TCP, 35e-6, 1.0 / 5e9, HS_NONE},
+    {"udp", FC_TIER_NET, 300, 256 << 10, 4, 16 << 10, 0, 50e-6, 1.0 / 0.5e9, HS_NONE},
+    {"sockets", FC_TIER_NET, 350, 256 << 10, 4, 16 << 10, 0, 50e-6, 1.0 / 0.8e9, HS_NONE},
 };
 static const struct profile unknown = {"", FC_TIER_NET, 275, 512 << 10, 4, 16 << 10,
-                                       0, 25e-6, 1.0 / 1e9};
+                                       0, 25e-6, 1.0 / 1e9, HS_NONE};
 
 static const struct profile *profile_of(const char *name)
 {
@@ -164,6 +180,14 @@ void prov_pipeline_params(const char *name, size_t *chunk, int *window)
     const struct profile *pr = profile_of(name);
     *chunk = pr->chunk;
     *window = pr->window;
+}
+
+void prov_hs_params(const char *name, double *hs_min, double *hs, double *hs_oneway)
+{
+    const struct profile *pr = profile_of(name);
+    *hs_min = (double)pr->hs_min;
+    *hs = pr->hs;
+    *hs_oneway = pr->hs_oneway;
 }
 
 void prov_cost_params(const char *name, int nnodes, double *alpha, double *beta, double *gamma)

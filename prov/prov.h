@@ -86,6 +86,9 @@ void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, int nranks, size_t *
 /* Cost-model parameters for the tuner (seconds, seconds/byte). */
 void prov_cost_params(const char *prov_name, int nnodes, double *alpha, double *beta,
                       double *gamma);
+/* The provider's own handshake for large messages (coll_cost.hs_min, .hs,
+ * .hs_oneway; zeros where none is known). */
+void prov_hs_params(const char *prov_name, double *hs_min, double *hs, double *hs_oneway);
 /* The provider table's pipeline defaults (chunk bytes, chunks in flight),
  * before FC_* overrides. */
 void prov_pipeline_params(const char *prov_name, size_t *chunk, int *window);

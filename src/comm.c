@@ -651,6 +651,7 @@ static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nn
 {
     struct coll_cost cc = {0};
     prov_cost_params(prov_name, nnodes, &cc.alpha, &cc.beta, &cc.gamma);
+    prov_hs_params(prov_name, &cc.hs_min, &cc.hs, &cc.hs_oneway);
     cc.chunk = (double)c->chunk;
     cc.oversub = c->oversub;
     cc.handoff = COLL_HANDOFF_S;

@@ -188,6 +188,7 @@ static void print_tuner(const char *prov, int n)
 {
     struct coll_cost cc = {0};
     prov_cost_params(prov, 1, &cc.alpha, &cc.beta, &cc.gamma);
+    prov_hs_params(prov, &cc.hs_min, &cc.hs, &cc.hs_oneway);
     size_t chunk;
     int window;
     prov_pipeline_params(prov, &chunk, &window);
@@ -198,8 +199,12 @@ static void print_tuner(const char *prov, int n)
            prov_tier_of(prov) == FC_TIER_SHM ? "shm"
            : prov_tier_of(prov) == FC_TIER_RDMA ? "rdma" : "net", n);
     printf("cost model: alpha %.2f us/message, beta %.3f ns/byte (%.2f GB/s), gamma %.3f ns/byte, "
-           "chunk %zu KiB\n",
+           "chunk %zu KiB",
            cc.alpha * 1e6, cc.beta * 1e9, 1e-9 / cc.beta, cc.gamma * 1e9, chunk >> 10);
+    if (cc.hs_min > 0)
+        printf(", handshake above %.0f B %.1f us (%.1f one way)", cc.hs_min, cc.hs * 1e6,
+               cc.hs_oneway * 1e6);
+    printf("\n");
     printf("%-15s %10s  %-18s %12s   %s\n", "collective", "bytes", "algorithm", "predicted",
            "runner-up");
     for (int k = 0; k < COLL_NKINDS; k++) {

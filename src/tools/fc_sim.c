@@ -53,6 +53,13 @@ static const char usage[] =
     "      --alpha US       override: latency per message, microseconds\n"
     "      --beta NS        override: time per byte on the wire, nanoseconds\n"
     "      --gamma NS       override: time per byte reduced, nanoseconds\n"
+    "      --hs US          override: the provider's handshake for a message above\n"
+    "                       --hs-min bytes, microseconds, in exchanges and one-way\n"
+    "                       steps alike (shm: CMA copy and acknowledgement past 4 KiB,\n"
+    "                       3.3 us in exchanges only; tcp: rendezvous past 16 KiB, 42\n"
+    "                       us in exchanges, 35 one way). The model column only: the\n"
+    "                       simulation has no handshake\n"
+    "      --hs-min BYTES   override: the largest message without it (0: none)\n"
     "      --chunk BYTES    override: the engine's pipeline chunk (0: steps not cut)\n"
     "      --window N       override: chunks of a step in flight (1..64)\n"
     "      --oversub K      model K ranks per CPU (as when a node runs more ranks\n"
@@ -144,7 +151,8 @@ static int split_list(char *s, char **items)
 
 int main(int argc, char **argv)
 {
-    enum { O_ALPHA = 256, O_BETA, O_GAMMA, O_CHUNK, O_WINDOW, O_CSV, O_OVERSUB, O_HANDOFF };
+    enum { O_ALPHA = 256, O_BETA, O_GAMMA, O_CHUNK, O_WINDOW, O_CSV, O_OVERSUB, O_HANDOFF,
+           O_HS, O_HS_MIN };
     static const struct option opts[] = {
         {"colls", required_argument, NULL, 'c'}, {"ranks", required_argument, NULL, 'n'},
         {"bytes", required_argument, NULL, 'b'}, {"algo", required_argument, NULL, 'a'},
@@ -153,14 +161,15 @@ int main(int argc, char **argv)
         {"chunk", required_argument, NULL, O_CHUNK}, {"window", required_argument, NULL, O_WINDOW},
         {"csv", no_argument, NULL, O_CSV}, {"help", no_argument, NULL, 'h'},
         {"oversub", required_argument, NULL, O_OVERSUB},
-        {"handoff", required_argument, NULL, O_HANDOFF},
+        {"handoff", required_argument, NULL, O_HANDOFF}, {"hs", required_argument, NULL, O_HS},
+        {"hs-min", required_argument, NULL, O_HS_MIN},
         {NULL, 0, NULL, 0}};
     char colls_s[256] = "allreduce,bcast,reduce,allgather,reduce_scatter,alltoall,barrier";
     char ranks_s[256] = "64,1024,4096";
     char bytes_s[256] = "8,64K,16M";
     const char *prov = "tcp", *only = NULL;
     double alpha = -1, beta = -1, gamma_ = -1, chunk_ = -1, oversub = 0,
-           handoff = COLL_HANDOFF_S;
+           handoff = COLL_HANDOFF_S, hs = -1, hs_min = -1;
     int window = 0;
     int csv = 0, c;
     while ((c = getopt_long(argc, argv, "c:n:b:a:p:h", opts, NULL)) != -1) {
@@ -171,7 +180,7 @@ int main(int argc, char **argv)
         case 'b': snprintf(bytes_s, sizeof(bytes_s), "%s", optarg); break;
         case 'a': only = optarg; break;
         case 'p': prov = optarg; break;
-        case O_ALPHA: case O_BETA: case O_GAMMA: case O_OVERSUB: case O_HANDOFF: {
+        case O_ALPHA: case O_BETA: case O_GAMMA: case O_OVERSUB: case O_HANDOFF: case O_HS: {
             double v = strtod(optarg, &end);
             if (!end || *end || v < 0 || ((c == O_OVERSUB || c == O_HANDOFF) && v > 1e6)) {
                 fprintf(stderr, "fc_sim: %s: not a non-negative number\n", optarg);
@@ -179,6 +188,8 @@ int main(int argc, char **argv)
             }
             if (c == O_OVERSUB)
                 oversub = v;
+            else if (c == O_HS)
+                hs = v * 1e-6;
             else if (c == O_HANDOFF)
                 handoff = v * 1e-6;
             else if (c == O_ALPHA)
@@ -189,6 +200,13 @@ int main(int argc, char **argv)
                 gamma_ = v * 1e-9;
             break;
         }
+        case O_HS_MIN:
+            if (parse_size(optarg, &hs_min)) {
+                fprintf(stderr, "fc_sim: --hs-min %s: want bytes with an optional K, M or G\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case O_CHUNK:
             if (parse_size(optarg, &chunk_)) {
                 fprintf(stderr, "fc_sim: --chunk %s: want bytes with an optional K, M or G\n",
@@ -222,6 +240,11 @@ int main(int argc, char **argv)
         cc.beta = beta;
     if (gamma_ >= 0)
         cc.gamma = gamma_;
+    prov_hs_params(prov, &cc.hs_min, &cc.hs, &cc.hs_oneway);
+    if (hs >= 0)
+        cc.hs = cc.hs_oneway = hs;
+    if (hs_min >= 0)
+        cc.hs_min = hs_min;
     size_t pchunk;
     int pwindow;
     prov_pipeline_params(prov, &pchunk, &pwindow);
@@ -278,6 +301,9 @@ int main(int argc, char **argv)
                "(%.2f GB/s), gamma %.4f ns/byte, chunk %.0f bytes, window %d",
                prov, cc.alpha * 1e6, cc.beta * 1e9, 1e-9 / cc.beta, cc.gamma * 1e9, cc.chunk,
                window);
+    if (!csv && cc.hs_min > 0 && (cc.hs > 0 || cc.hs_oneway > 0))
+        printf(", handshake above %.0f bytes %.1f us (%.1f one way)", cc.hs_min, cc.hs * 1e6,
+               cc.hs_oneway * 1e6);
     if (!csv)
         printf(oversub > 1 ? "; %.3g ranks per CPU, handoff %.1f us per step\n" : "\n", oversub,
                handoff * 1e6);

@@ -3,7 +3,8 @@
  * The schedule simulator (src/sim.c, what fc_sim runs): its timing model on
  * hand-built schedules, its detection of schedules that disagree, and every
  * algorithm's schedules agreeing at sizes up to 4096 ranks.
- * Also the tuner's tie between gather and rd.
+ * Also the tuner: the tie between gather and rd, ranks outnumbering CPUs,
+ * and the providers' handshakes.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -343,5 +344,54 @@ Test(select, oversubscribed_ranks_prefer_trees)
             cr_assert_float_eq(to, 2 * tp, 1e-12 + 1e-9 * tp, "%s: %g vs %g",
                                coll_kind_name((enum coll_kind)k), to, tp);
         }
+    }
+}
+
+/* The providers' own handshake past their eager sizes (coll_cost.hs_min,
+ * prov/profile.c): each choice below was measured on our 2-core VM with the
+ * algorithms forced, paired rounds, and the other choice was slower by the
+ * factor given; without the handshake the tuner picked the other one in
+ * all but the two cases that guard against overreach (24 KiB, one-way). */
+Test(select, provider_handshakes_move_choices)
+{
+    struct coll_cost tcp = {.alpha = 35e-6, .beta = 1.0 / 5e9, .gamma = 1.0 / 20e9,
+                            .chunk = 512 << 10, .hs_min = 16 << 10, .hs = 42e-6,
+                            .hs_oneway = 35e-6};
+    struct coll_cost shm = {.alpha = 2e-6, .beta = 1.0 / 12e9, .gamma = 1.0 / 20e9,
+                            .chunk = 4 << 20, .hs_min = 4096, .hs = 3.3e-6};
+    struct coll_cost shm2 = shm; /* 4 ranks on 2 CPUs */
+    shm2.oversub = 2;
+    shm2.handoff = COLL_HANDOFF_S;
+    const struct {
+        const struct coll_cost *c;
+        enum coll_kind k;
+        int n;
+        size_t bytes;
+        const char *want;
+    } want[] = {
+        /* rxm's rendezvous past 16 KiB: halves go eager (rd 1.5x) */
+        {&tcp, COLL_ALLREDUCE, 2, 32 << 10, "ring"},
+        {&tcp, COLL_ALLREDUCE, 4, 32 << 10, "rabenseifner"}, /* rd 1.8-2.0x */
+        {&tcp, COLL_REDUCE, 2, 32 << 10, "rsgather"},         /* binomial 1.3x */
+        /* shm's CMA past 4 KiB, in exchanges: quarters stay inline (rd 1.6-1.8x) */
+        {&shm2, COLL_ALLREDUCE, 4, 8 << 10, "rabenseifner"},
+        /* ... but halves and quarters both past it cost twice (rab 1.25x) */
+        {&shm2, COLL_ALLREDUCE, 4, 24 << 10, "rd"},
+        {&shm, COLL_ALLREDUCE, 2, 128 << 10, "gather"}, /* ring 1.25x */
+        /* a one-way message costs no more (SA 2.1x, rsgather 1.9x) */
+        {&shm, COLL_BCAST, 2, 8 << 10, "binomial"},
+        {&shm, COLL_REDUCE, 2, 128 << 10, "binomial"},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        struct coll_tuning t;
+        coll_tuning_init(&t, want[i].c);
+        size_t count = want[i].bytes / 4;
+        if (want[i].k == COLL_ALLGATHER || want[i].k == COLL_REDUCE_SCATTER)
+            count /= (size_t)want[i].n;
+        struct coll_args a = args_for(want[i].k, want[i].n, count, 0);
+        const char *got = coll_select(&t, &a, NULL)->name;
+        cr_expect_str_eq(got, want[i].want, "%s %zu B at %d ranks (%s): %s, not %s",
+                         coll_kind_name(want[i].k), want[i].bytes, want[i].n,
+                         want[i].c == &tcp ? "tcp" : "shm", got, want[i].want);
     }
 }
