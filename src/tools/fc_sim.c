@@ -56,9 +56,10 @@ static const char usage[] =
     "      --hs US          override: the provider's handshake for a message above\n"
     "                       --hs-min bytes, microseconds, in exchanges and one-way\n"
     "                       steps alike (shm: CMA copy and acknowledgement past 4 KiB,\n"
-    "                       3.3 us in exchanges only; tcp: rendezvous past 16 KiB, 42\n"
-    "                       us in exchanges, 35 one way). The model column only: the\n"
-    "                       simulation has no handshake\n"
+    "                       3.3 us in exchanges only; tcp: rendezvous past 16 KiB,\n"
+    "                       25 us). The model column only: the simulation has no\n"
+    "                       handshake\n"
+    "      --hs-oneway US   override: the handshake in one-way steps alone\n"
     "      --hs-min BYTES   override: the largest message without it (0: none)\n"
     "      --chunk BYTES    override: the engine's pipeline chunk (0: steps not cut)\n"
     "      --window N       override: chunks of a step in flight (1..64)\n"
@@ -152,7 +153,7 @@ static int split_list(char *s, char **items)
 int main(int argc, char **argv)
 {
     enum { O_ALPHA = 256, O_BETA, O_GAMMA, O_CHUNK, O_WINDOW, O_CSV, O_OVERSUB, O_HANDOFF,
-           O_HS, O_HS_MIN };
+           O_HS, O_HS_MIN, O_HS1 };
     static const struct option opts[] = {
         {"colls", required_argument, NULL, 'c'}, {"ranks", required_argument, NULL, 'n'},
         {"bytes", required_argument, NULL, 'b'}, {"algo", required_argument, NULL, 'a'},
@@ -162,14 +163,14 @@ int main(int argc, char **argv)
         {"csv", no_argument, NULL, O_CSV}, {"help", no_argument, NULL, 'h'},
         {"oversub", required_argument, NULL, O_OVERSUB},
         {"handoff", required_argument, NULL, O_HANDOFF}, {"hs", required_argument, NULL, O_HS},
-        {"hs-min", required_argument, NULL, O_HS_MIN},
+        {"hs-min", required_argument, NULL, O_HS_MIN}, {"hs-oneway", required_argument, NULL, O_HS1},
         {NULL, 0, NULL, 0}};
     char colls_s[256] = "allreduce,bcast,reduce,allgather,reduce_scatter,alltoall,barrier";
     char ranks_s[256] = "64,1024,4096";
     char bytes_s[256] = "8,64K,16M";
     const char *prov = "tcp", *only = NULL;
     double alpha = -1, beta = -1, gamma_ = -1, chunk_ = -1, oversub = 0,
-           handoff = COLL_HANDOFF_S, hs = -1, hs_min = -1;
+           handoff = COLL_HANDOFF_S, hs = -1, hs_min = -1, hs1 = -1;
     int window = 0;
     int csv = 0, c;
     while ((c = getopt_long(argc, argv, "c:n:b:a:p:h", opts, NULL)) != -1) {
@@ -180,7 +181,8 @@ int main(int argc, char **argv)
         case 'b': snprintf(bytes_s, sizeof(bytes_s), "%s", optarg); break;
         case 'a': only = optarg; break;
         case 'p': prov = optarg; break;
-        case O_ALPHA: case O_BETA: case O_GAMMA: case O_OVERSUB: case O_HANDOFF: case O_HS: {
+        case O_ALPHA: case O_BETA: case O_GAMMA: case O_OVERSUB: case O_HANDOFF: case O_HS:
+        case O_HS1: {
             double v = strtod(optarg, &end);
             if (!end || *end || v < 0 || ((c == O_OVERSUB || c == O_HANDOFF) && v > 1e6)) {
                 fprintf(stderr, "fc_sim: %s: not a non-negative number\n", optarg);
@@ -190,6 +192,8 @@ int main(int argc, char **argv)
                 oversub = v;
             else if (c == O_HS)
                 hs = v * 1e-6;
+            else if (c == O_HS1)
+                hs1 = v * 1e-6;
             else if (c == O_HANDOFF)
                 handoff = v * 1e-6;
             else if (c == O_ALPHA)
@@ -243,6 +247,8 @@ int main(int argc, char **argv)
     prov_hs_params(prov, &cc.hs_min, &cc.hs, &cc.hs_oneway);
     if (hs >= 0)
         cc.hs = cc.hs_oneway = hs;
+    if (hs1 >= 0)
+        cc.hs_oneway = hs1;
     if (hs_min >= 0)
         cc.hs_min = hs_min;
     size_t pchunk;

@@ -354,9 +354,9 @@ Test(select, oversubscribed_ranks_prefer_trees)
  * all but the two cases that guard against overreach (24 KiB, one-way). */
 Test(select, provider_handshakes_move_choices)
 {
-    struct coll_cost tcp = {.alpha = 35e-6, .beta = 1.0 / 5e9, .gamma = 1.0 / 20e9,
-                            .chunk = 512 << 10, .hs_min = 16 << 10, .hs = 42e-6,
-                            .hs_oneway = 35e-6};
+    struct coll_cost tcp = {.alpha = 15e-6, .beta = 1.0 / 5e9, .gamma = 1.0 / 20e9,
+                            .chunk = 512 << 10, .hs_min = 16 << 10, .hs = 25e-6,
+                            .hs_oneway = 25e-6};
     struct coll_cost shm = {.alpha = 2e-6, .beta = 1.0 / 12e9, .gamma = 1.0 / 20e9,
                             .chunk = 4 << 20, .hs_min = 4096, .hs = 3.3e-6};
     struct coll_cost shm2 = shm; /* 4 ranks on 2 CPUs */
@@ -373,6 +373,7 @@ Test(select, provider_handshakes_move_choices)
         {&tcp, COLL_ALLREDUCE, 2, 32 << 10, "ring"},
         {&tcp, COLL_ALLREDUCE, 4, 32 << 10, "rabenseifner"}, /* rd 1.8-2.0x */
         {&tcp, COLL_REDUCE, 2, 32 << 10, "rsgather"},         /* binomial 1.3x */
+        {&tcp, COLL_BCAST, 2, 32 << 10, "scatter_allgather"}, /* binomial 1.85x */
         /* shm's CMA past 4 KiB, in exchanges: quarters stay inline (rd 1.6-1.8x) */
         {&shm2, COLL_ALLREDUCE, 4, 8 << 10, "rabenseifner"},
         /* ... but halves and quarters both past it cost twice (rab 1.25x) */
