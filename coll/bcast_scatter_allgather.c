@@ -91,15 +91,8 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
         return 0;
     double bytes = (double)a->count * (double)a->esize, part = (double)(n - 1) / n * bytes;
     if (!(c->oversub > 1))
-    {
-        double t = (ceil_log2(n) + n - 1) * c->alpha + 2 * part * c->beta;
-        if (c->hs_min > 0) {
-            t += (n - 1) * coll_hs(c, bytes / n);
-            for (int mask = 1; mask < n; mask *= 2)
-                t += coll_hs1(c, bytes * mask / n);
-        }
-        return t;
-    }
+        return (ceil_log2(n) + n - 1) * c->alpha + 2 * part * c->beta +
+               coll_hs_ring_tree(c, n, bytes);
     /* ranks outnumber CPUs: the scatter's rounds have few receivers, each
      * a subtree's blocks; in the ring every non-root receives at once */
     double t = (n - 1) * (c->alpha + coll_hs(c, bytes / n)) +

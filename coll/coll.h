@@ -188,6 +188,17 @@ static inline int binomial_receivers(int n, int mask)
     return mask < n ? (n - mask - 1) / (2 * mask) + 1 : 0;
 }
 
+/* The handshakes of a ring of n - 1 exchanges of bytes / n each plus a
+ * binomial scatter or gather moving bytes * mask / n one way in round
+ * mask (scatter + allgather broadcast, reduce-scatter + gather reduce). */
+static inline double coll_hs_ring_tree(const struct coll_cost *c, int n, double bytes)
+{
+    double t = (n - 1) * coll_hs(c, bytes / n);
+    for (int mask = 1; mask < n; mask *= 2)
+        t += coll_hs1(c, bytes * mask / n);
+    return t;
+}
+
 /* Binomial subtree of virtual rank v among n (root 0): v .. sub_end - 1. */
 static inline int binomial_sub_end(int v, int n)
 {

@@ -126,15 +126,8 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
         return 0;
     double bytes = (double)a->count * (double)a->esize, part = (double)(n - 1) / n * bytes;
     if (!(c->oversub > 1))
-    {
-        double t = (n - 1 + ceil_log2(n)) * c->alpha + part * (2 * c->beta + c->gamma);
-        if (c->hs_min > 0) {
-            t += (n - 1) * coll_hs(c, bytes / n);
-            for (int mask = 1; mask < n; mask *= 2)
-                t += coll_hs1(c, bytes * mask / n);
-        }
-        return t;
-    }
+        return (n - 1 + ceil_log2(n)) * c->alpha + part * (2 * c->beta + c->gamma) +
+               coll_hs_ring_tree(c, n, bytes);
     /* ranks outnumber CPUs: every rank works in the ring; the gather's
      * rounds have fewer receivers, each a subtree's blocks */
     double t = (n - 1) * (c->alpha + coll_hs(c, bytes / n)) +

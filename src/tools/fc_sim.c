@@ -205,16 +205,10 @@ int main(int argc, char **argv)
             break;
         }
         case O_HS_MIN:
-            if (parse_size(optarg, &hs_min)) {
-                fprintf(stderr, "fc_sim: --hs-min %s: want bytes with an optional K, M or G\n",
-                        optarg);
-                return 2;
-            }
-            break;
         case O_CHUNK:
-            if (parse_size(optarg, &chunk_)) {
-                fprintf(stderr, "fc_sim: --chunk %s: want bytes with an optional K, M or G\n",
-                        optarg);
+            if (parse_size(optarg, c == O_CHUNK ? &chunk_ : &hs_min)) {
+                fprintf(stderr, "fc_sim: --%s %s: want bytes with an optional K, M or G\n",
+                        c == O_CHUNK ? "chunk" : "hs-min", optarg);
                 return 2;
             }
             break;
