@@ -173,14 +173,17 @@ static int rcache_same(const struct fc_request *r, const struct coll_args *a,
     return r->algo == al && rcache_same_call(r, a);
 }
 
-/* The algorithm of a kept schedule of this very call, or NULL. The choice
- * depends on the arguments and the communicator's tuning alone, and the
- * tuning is fixed at creation, so it stands: the next identical call skips
- * the cost functions (~2% of an 8-byte allreduce at 4 ranks). */
+/* The algorithm the tuner chose for a kept schedule of this very call, or
+ * NULL. The choice depends on the arguments and the communicator's tuning
+ * alone, and the tuning is fixed at creation, so it stands: the next
+ * identical call skips the cost functions (~2% of an 8-byte allreduce at 4
+ * ranks). Schedules built around another path's algorithm (the fused
+ * device allreduce's exchange, which leaves the reduction to its kernel)
+ * share the call's key but were not chosen, and are skipped. */
 static const struct coll_algo *rcache_algo(struct fc_comm *c, const struct coll_args *a)
 {
     for (int i = 0; i < c->nrcache; i++)
-        if (rcache_same_call(c->rcache[i], a))
+        if (c->rcache[i]->selected && rcache_same_call(c->rcache[i], a))
             return c->rcache[i]->algo;
     return NULL;
 }
@@ -387,7 +390,10 @@ fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void 
         al = coll_select(&c->tuning, a, &why);
     if (!al)
         return FC_ERR(FC_ERR_INTERNAL, "no algorithm for %s", coll_kind_name(a->kind));
-    return comm_build_algo(c, a, al, why, sendbuf, recvbuf, out, tagbase);
+    fc_result_t rc = comm_build_algo(c, a, al, why, sendbuf, recvbuf, out, tagbase);
+    if (rc == FC_SUCCESS)
+        (*out)->selected = 1;
+    return rc;
 }
 
 fc_result_t comm_build_algo(struct fc_comm *c, const struct coll_args *a,

@@ -118,6 +118,8 @@ struct fc_request {
     void *stream;              /* the caller's CUDA stream */
     struct gpu_event *ready;   /* recorded on it: the work before us is done */
     uint32_t fused;            /* the fused kernel's seq on the stream (0: not fused) */
+    int selected;              /* algo is the tuner's choice for key (comm_build), not a
+                                  path's own (the fused device path's exchange) */
     struct gpu_tp *lane;       /* its GPU work runs in our kernel on the stream (gpu_tp_lane) */
     uint32_t launch;           /* that kernel's launch number */
     double queued_at;          /* when first seen waiting for its stream (0: not yet) */
