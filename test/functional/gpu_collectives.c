@@ -509,6 +509,15 @@ int main(void)
                            all ? "small, device buffers on every rank"
                            : on_device ? "device buffers here, host buffers on odd ranks"
                                        : "host buffers here, device buffers on even ranks");
+                    if (all) {
+                        /* the same call on host buffers next: it must not
+                         * reuse the fused call's kept schedule, the
+                         * exchange alone (its kernel reduces) */
+                        memset(h_out, 0x7b, cnt * es);
+                        FT_OK(&t, fc_allreduce(h_in, h_out, cnt, sdts[di], sops[oi], t.comm));
+                        verify(AR, cnt, sdts[di], sops[oi], 0, 0,
+                               "small, host buffers right after the same call on device buffers");
+                    }
                 }
 
     /* point to point with device buffers */
