@@ -66,10 +66,8 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
         return 0;
     double bc = (double)a->count * (double)a->esize;
     /* the rotation is a local pass over the result: counted like gamma */
-    double hs = 0; /* step k sends min(2^k, n - 2^k) blocks */
-    for (int k = 1; k < n; k *= 2)
-        hs += coll_hs(c, (k < n - k ? k : n - k) * bc);
-    return ceil_log2(n) * c->alpha + hs + (n - 1) * bc * c->beta + n * bc * c->gamma;
+    return ceil_log2(n) * c->alpha + coll_hs_bruck(c, n, bc) + (n - 1) * bc * c->beta +
+           n * bc * c->gamma;
 }
 
 const struct coll_algo coll_allgather_bruck = {

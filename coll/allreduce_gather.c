@@ -115,9 +115,9 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
     if (n == 1)
         return 0;
     double bc = (double)a->count * (double)a->esize;
-    /* the n - 1 messages go out at once: their latencies (and handshakes)
-     * overlap like a tree's */
-    return ceil_log2(n) * (c->alpha + coll_hs(c, bc)) + (n - 1) * bc * (c->beta + c->gamma);
+    /* Bruck's rounds: ceil(log2 n) messages, the later ones of several
+     * vectors, so past the provider's size sooner */
+    return ceil_log2(n) * c->alpha + coll_hs_bruck(c, n, bc) + (n - 1) * bc * (c->beta + c->gamma);
 }
 
 const struct coll_algo coll_allreduce_gather = {

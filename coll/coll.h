@@ -199,6 +199,17 @@ static inline double coll_hs_ring_tree(const struct coll_cost *c, int n, double 
     return t;
 }
 
+/* The handshakes of Bruck's allgather rounds among n ranks, blocks of bc
+ * bytes: the round at distance 2^k sends min(2^k, n - 2^k) blocks in one
+ * message (allgather_bruck, and allreduce_gather's exchange). */
+static inline double coll_hs_bruck(const struct coll_cost *c, int n, double bc)
+{
+    double t = 0;
+    for (int k = 1; k < n; k *= 2)
+        t += coll_hs(c, (k < n - k ? k : n - k) * bc);
+    return t;
+}
+
 /* Binomial subtree of virtual rank v among n (root 0): v .. sub_end - 1. */
 static inline int binomial_sub_end(int v, int n)
 {

@@ -396,3 +396,30 @@ Test(select, provider_handshakes_move_choices)
                          want[i].c == &tcp ? "tcp" : "shm", got, want[i].want);
     }
 }
+
+/* allreduce_gather's exchange is Bruck's allgather, message for message, so
+ * the two costs carry the same handshakes: round 2^k sends min(2^k, n - 2^k)
+ * vectors in one message, which passes the provider's size before a single
+ * vector does (before the shared coll_hs_bruck, gather charged one vector's
+ * handshake per round and was free of them at 4 ranks, 3 KiB over shm). */
+Test(select, gather_handshakes_are_bruck_rounds)
+{
+    extern const struct coll_algo coll_allreduce_gather, coll_allgather_bruck;
+    struct coll_cost hs = {.alpha = 2e-6, .beta = 1.0 / 12e9, .gamma = 1.0 / 20e9,
+                           .chunk = 4 << 20, .hs_min = 4096, .hs = 3.3e-6};
+    struct coll_cost none = hs;
+    none.hs_min = 0;
+    for (int n = 2; n <= 17; n++) {
+        for (size_t count = 64; count <= 4096; count *= 2) { /* 256 B .. 16 KiB */
+            struct coll_args ar = args_for(COLL_ALLREDUCE, n, count, 0);
+            struct coll_args ag = args_for(COLL_ALLGATHER, n, count, 0);
+            double gather = coll_allreduce_gather.cost(&ar, &hs) - coll_allreduce_gather.cost(&ar, &none);
+            double bruck = coll_allgather_bruck.cost(&ag, &hs) - coll_allgather_bruck.cost(&ag, &none);
+            cr_assert_float_eq(gather, bruck, 1e-12, "%d ranks, %zu B: gather %g s, bruck %g s", n,
+                               count * 4, gather, bruck);
+        }
+    }
+    struct coll_args a = args_for(COLL_ALLREDUCE, 4, 768, 0); /* 3 KiB: round 2 sends 6 */
+    cr_assert_float_eq(coll_allreduce_gather.cost(&a, &hs) - coll_allreduce_gather.cost(&a, &none),
+                       3.3e-6, 1e-12);
+}
