@@ -184,32 +184,22 @@ size_t prov_rndv_min(const struct prov_ep *p, const cfg_t *cfg)
     return p->hmem ? R_DEV : profile_of(p->prov_name)->rndv_min;
 }
 
-void prov_pipeline_params(const char *name, size_t *chunk, int *window)
+void prov_model_of(const char *name, int nnodes, struct prov_model *m)
 {
     const struct profile *pr = profile_of(name);
-    *chunk = pr->chunk;
-    *window = pr->window;
-}
-
-void prov_hs_params(const char *name, double *hs_min, double *hs, double *hs_oneway)
-{
-    const struct profile *pr = profile_of(name);
-    *hs_min = (double)pr->hs_min;
-    *hs = pr->hs;
-    *hs_oneway = pr->hs_oneway;
-}
-
-void prov_cost_params(const char *name, int nnodes, double *alpha, double *beta, double *gamma)
-{
-    const struct profile *pr = profile_of(name);
-    *alpha = pr->alpha;
-    *beta = pr->beta;
+    m->alpha = pr->alpha;
+    m->beta = pr->beta;
     /* a local reduction pass (dst = a op b, float sum) on one core, per
      * byte of one input: 13 GB/s from memory, 25-40 GB/s from cache on our
      * 2-core VM; a step's reduction mostly finds its operands in cache.
      * Fitted with alpha and beta of shm and tcp to 2-rank allreduce times
      * of rd (alpha + n(beta + gamma)) and ring (2 alpha + n beta + n gamma
      * / 2), 64 KiB-2 MiB: gamma 0.03-0.05 ns/byte */
-    *gamma = 1.0 / 20.0e9;
+    m->gamma = 1.0 / 20.0e9;
+    m->hs_min = (double)pr->hs_min;
+    m->hs = pr->hs;
+    m->hs_oneway = pr->hs_oneway;
+    m->chunk = pr->chunk;
+    m->window = pr->window;
     (void)nnodes;
 }

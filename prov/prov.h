@@ -83,15 +83,17 @@ void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr);
  * nranks ranks (0: unknown). */
 void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, int nranks, size_t *chunk,
                  int *window, size_t *eager_max);
-/* Cost-model parameters for the tuner (seconds, seconds/byte). */
-void prov_cost_params(const char *prov_name, int nnodes, double *alpha, double *beta,
-                      double *gamma);
-/* The provider's own handshake for large messages (coll_cost.hs_min, .hs,
- * .hs_oneway; zeros where none is known). */
-void prov_hs_params(const char *prov_name, double *hs_min, double *hs, double *hs_oneway);
-/* The provider table's pipeline defaults (chunk bytes, chunks in flight),
- * before FC_* overrides. */
-void prov_pipeline_params(const char *prov_name, size_t *chunk, int *window);
+/* The provider table's cost model and pipeline, before FC_* overrides: what
+ * the tuner's coll_cost is made of (comm_cost_params). Zeros where none is
+ * known (hs_min 0: no handshake step). */
+struct prov_model {
+    double alpha, beta, gamma; /* s per message, s per byte sent, reduced */
+    double hs_min;             /* messages above this many bytes take ... */
+    double hs, hs_oneway;      /* ... the provider's own handshake, s each */
+    size_t chunk;              /* pipeline chunk (bytes) ... */
+    int window;                /* ... and chunks in flight per step */
+};
+void prov_model_of(const char *prov_name, int nnodes, struct prov_model *m);
 /* The endpoint's RMA rendezvous threshold (0: none); every rank must use
  * the same, so the communicator agrees on it after the endpoints open. */
 size_t prov_rndv_min_get(const struct prov_ep *p);

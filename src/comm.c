@@ -167,33 +167,20 @@ static int rcache_same_call(const struct fc_request *r, const struct coll_args *
            k->op == a->op && k->in_place == a->in_place;
 }
 
-static int rcache_same(const struct fc_request *r, const struct coll_args *a,
-                       const struct coll_algo *al)
-{
-    return r->algo == al && rcache_same_call(r, a);
-}
-
-/* The algorithm the tuner chose for a kept schedule of this very call, or
- * NULL. The choice depends on the arguments and the communicator's tuning
- * alone, and the tuning is fixed at creation, so it stands: the next
- * identical call skips the cost functions (~2% of an 8-byte allreduce at 4
- * ranks). Schedules built around another path's algorithm (the fused
- * device allreduce's exchange, which leaves the reduction to its kernel)
- * share the call's key but were not chosen, and are skipped. */
-static const struct coll_algo *rcache_algo(struct fc_comm *c, const struct coll_args *a)
-{
-    for (int i = 0; i < c->nrcache; i++)
-        if (c->rcache[i]->selected && rcache_same_call(c->rcache[i], a))
-            return c->rcache[i]->algo;
-    return NULL;
-}
-
+/* Takes a kept schedule out of the cache: one of this very call that the
+ * tuner chose (al NULL), or one of this call and algorithm al. The tuner's
+ * choice depends on the arguments and the communicator's tuning alone, and
+ * the tuning is fixed at creation, so it stands: the next identical call
+ * skips the cost functions (~2% of an 8-byte allreduce at 4 ranks).
+ * Schedules built around another path's algorithm (the fused device
+ * allreduce's exchange, which leaves the reduction to its kernel) share the
+ * call's key but were not chosen, and only their own path takes them. */
 static struct fc_request *rcache_take(struct fc_comm *c, const struct coll_args *a,
                                       const struct coll_algo *al)
 {
     for (int i = 0; i < c->nrcache; i++) {
         struct fc_request *r = c->rcache[i];
-        if (!rcache_same(r, a, al))
+        if (!rcache_same_call(r, a) || (al ? r->algo != al : !r->selected))
             continue;
         memmove(&c->rcache[i], &c->rcache[i + 1], (size_t)(c->nrcache - i - 1) * sizeof(r));
         c->nrcache--;
@@ -376,6 +363,11 @@ struct fc_request *comm_request_new(struct fc_comm *c, fc_datatype_t dt, fc_op_t
     return r;
 }
 
+static fc_result_t build_from(struct fc_comm *c, const struct coll_args *a,
+                              const struct coll_algo *al, const char *why, struct fc_request *r,
+                              const void *sendbuf, void *recvbuf, struct fc_request **out,
+                              uint64_t *tagbase);
+
 fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                        void *recvbuf, struct fc_request **out, uint64_t *tagbase)
 {
@@ -384,13 +376,12 @@ fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void 
                             "(%s); destroy it", c->brokenmsg);
     const char *why = "the same call before";
     pthread_mutex_lock(&c->sh->lock);
-    const struct coll_algo *al = rcache_algo(c, a);
+    struct fc_request *kept = rcache_take(c, a, NULL);
     pthread_mutex_unlock(&c->sh->lock);
-    if (!al)
-        al = coll_select(&c->tuning, a, &why);
+    const struct coll_algo *al = kept ? kept->algo : coll_select(&c->tuning, a, &why);
     if (!al)
         return FC_ERR(FC_ERR_INTERNAL, "no algorithm for %s", coll_kind_name(a->kind));
-    fc_result_t rc = comm_build_algo(c, a, al, why, sendbuf, recvbuf, out, tagbase);
+    fc_result_t rc = build_from(c, a, al, why, kept, sendbuf, recvbuf, out, tagbase);
     if (rc == FC_SUCCESS)
         (*out)->selected = 1;
     return rc;
@@ -401,8 +392,18 @@ fc_result_t comm_build_algo(struct fc_comm *c, const struct coll_args *a,
                             void *recvbuf, struct fc_request **out, uint64_t *tagbase)
 {
     pthread_mutex_lock(&c->sh->lock);
-    struct fc_request *r = rcache_take(c, a, al);
+    struct fc_request *kept = rcache_take(c, a, al);
     pthread_mutex_unlock(&c->sh->lock);
+    return build_from(c, a, al, why, kept, sendbuf, recvbuf, out, tagbase);
+}
+
+/* A request running algorithm al for the call a: the kept schedule r
+ * (taken from the cache, NULL: none) once more, or a new one. */
+static fc_result_t build_from(struct fc_comm *c, const struct coll_args *a,
+                              const struct coll_algo *al, const char *why, struct fc_request *r,
+                              const void *sendbuf, void *recvbuf, struct fc_request **out,
+                              uint64_t *tagbase)
+{
     fc_result_t rc;
     if (r) {
         /* a finished run of the same call: its schedule, once more */
@@ -652,12 +653,22 @@ static double job_oversub(const struct rank_info *infos, int n, uint64_t mine, d
     return worst;
 }
 
+void comm_cost_params(const char *prov_name, int nnodes, struct coll_cost *cc, int *window)
+{
+    struct prov_model m;
+    prov_model_of(prov_name, nnodes, &m);
+    *cc = (struct coll_cost){.alpha = m.alpha, .beta = m.beta, .gamma = m.gamma,
+                             .chunk = (double)m.chunk, .hs_min = m.hs_min, .hs = m.hs,
+                             .hs_oneway = m.hs_oneway};
+    if (window)
+        *window = m.window;
+}
+
 /* Tuning shared by top-level and split communicators. */
 static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nnodes)
 {
-    struct coll_cost cc = {0};
-    prov_cost_params(prov_name, nnodes, &cc.alpha, &cc.beta, &cc.gamma);
-    prov_hs_params(prov_name, &cc.hs_min, &cc.hs, &cc.hs_oneway);
+    struct coll_cost cc;
+    comm_cost_params(prov_name, nnodes, &cc, NULL);
     cc.chunk = (double)c->chunk;
     cc.oversub = c->oversub;
     cc.handoff = COLL_HANDOFF_S;

@@ -133,6 +133,11 @@ double comm_now(void);
 const char *comm_request_desc(struct fc_request *r);
 
 /* Creates a top-level communicator over a bootstrap (consumed). */
+/* The tuner's cost parameters for a provider (its table's alpha, beta,
+ * gamma, handshake and pipeline chunk; oversub and handoff left 0), and
+ * its chunks in flight per step (window: NULL to skip); fc_sim and fc_info
+ * start from the same. */
+void comm_cost_params(const char *prov_name, int nnodes, struct coll_cost *cc, int *window);
 fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out);
 /* fc_comm_split. */
 fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **out);

@@ -17,6 +17,7 @@
 
 #include "build_config.h"
 #include "coll.h"
+#include "comm.h"
 #include "config.h"
 #include "log.h"
 #include "prov.h"
@@ -186,13 +187,8 @@ static void print_algo_specs(void)
 
 static void print_tuner(const char *prov, int n)
 {
-    struct coll_cost cc = {0};
-    prov_cost_params(prov, 1, &cc.alpha, &cc.beta, &cc.gamma);
-    prov_hs_params(prov, &cc.hs_min, &cc.hs, &cc.hs_oneway);
-    size_t chunk;
-    int window;
-    prov_pipeline_params(prov, &chunk, &window);
-    cc.chunk = (double)chunk;
+    struct coll_cost cc;
+    comm_cost_params(prov, 1, &cc, NULL);
     struct coll_tuning t;
     coll_tuning_init(&t, &cc);
     printf("Tuner decisions for provider %s (tier %s), %d ranks\n", prov,
@@ -200,7 +196,7 @@ static void print_tuner(const char *prov, int n)
            : prov_tier_of(prov) == FC_TIER_RDMA ? "rdma" : "net", n);
     printf("cost model: alpha %.2f us/message, beta %.3f ns/byte (%.2f GB/s), gamma %.3f ns/byte, "
            "chunk %zu KiB",
-           cc.alpha * 1e6, cc.beta * 1e9, 1e-9 / cc.beta, cc.gamma * 1e9, chunk >> 10);
+           cc.alpha * 1e6, cc.beta * 1e9, 1e-9 / cc.beta, cc.gamma * 1e9, (size_t)cc.chunk >> 10);
     if (cc.hs_min > 0)
         printf(", handshake above %.0f B %.1f us (%.1f one way)", cc.hs_min, cc.hs * 1e6,
                cc.hs_oneway * 1e6);

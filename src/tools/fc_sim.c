@@ -26,6 +26,7 @@
 #include "../../coll/coll.h"
 #include "../../coll/select.h"
 #include "../../prov/prov.h"
+#include "../comm.h"
 #include "../log.h"
 #include "../sim.h"
 
@@ -230,25 +231,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "fc_sim: unexpected argument '%s'\n%s", argv[optind], usage);
         return 2;
     }
-    struct coll_cost cc = {0};
-    prov_cost_params(prov, 1, &cc.alpha, &cc.beta, &cc.gamma);
+    struct coll_cost cc;
+    int pwindow;
+    comm_cost_params(prov, 1, &cc, &pwindow);
     if (alpha >= 0)
         cc.alpha = alpha;
     if (beta >= 0)
         cc.beta = beta;
     if (gamma_ >= 0)
         cc.gamma = gamma_;
-    prov_hs_params(prov, &cc.hs_min, &cc.hs, &cc.hs_oneway);
     if (hs >= 0)
         cc.hs = cc.hs_oneway = hs;
     if (hs1 >= 0)
         cc.hs_oneway = hs1;
     if (hs_min >= 0)
         cc.hs_min = hs_min;
-    size_t pchunk;
-    int pwindow;
-    prov_pipeline_params(prov, &pchunk, &pwindow);
-    cc.chunk = chunk_ >= 0 ? chunk_ : (double)pchunk;
+    if (chunk_ >= 0)
+        cc.chunk = chunk_;
     cc.oversub = oversub;
     cc.handoff = handoff;
     if (!window)
