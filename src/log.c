@@ -147,8 +147,22 @@ static void log_vwrite(int level, unsigned subsys, const char *func, const char 
     char rank[16] = "-";
     if (log_rank >= 0)
         snprintf(rank, sizeof(rank), "%d", log_rank);
-    fprintf(fp, "%s:%d:[%s] %ld.%06ld fabcoll %s %s %s: %s\n", log_hostname(), (int)getpid(), rank,
-            (long)tv.tv_sec, (long)tv.tv_usec, level_name(level), subsys_name(subsys), func, msg);
+    /* one write per line: ranks share the stream (a launcher's pipe or
+     * terminal), and glibc 2.37+ prints to an unbuffered stream through a
+     * 128-byte stage, several writes per line, which other ranks' lines
+     * then split (seen on Ubuntu 24.04) */
+    char line[1400];
+    int len = snprintf(line, sizeof(line), "%s:%d:[%s] %ld.%06ld fabcoll %s %s %s: %s\n",
+                       log_hostname(), (int)getpid(), rank, (long)tv.tv_sec, (long)tv.tv_usec,
+                       level_name(level), subsys_name(subsys), func, msg);
+    if (len >= (int)sizeof(line)) { /* cut: still one line */
+        len = (int)sizeof(line) - 1;
+        line[len - 1] = '\n';
+    }
+    if (len > 0) {
+        fwrite(line, 1, (size_t)len, fp);
+        fflush(fp);
+    }
     pthread_mutex_unlock(&log_lock);
 }
 
