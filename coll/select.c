@@ -230,6 +230,8 @@ const struct coll_algo *coll_select_by_cost(const struct coll_tuning *t,
     return best;
 }
 
+extern const struct coll_algo coll_allreduce_gather;
+
 const struct coll_algo *coll_select(const struct coll_tuning *t, const struct coll_args *a,
                                     const char **why)
 {
@@ -249,6 +251,12 @@ const struct coll_algo *coll_select(const struct coll_tuning *t, const struct co
                 *why = "FC_TUNE_FILE";
             return ru->algo;
         }
+    }
+    if (a->kind == COLL_ALLREDUCE && t->dev_gather_max && a->nranks > 1 &&
+        bytes <= t->dev_gather_max / (size_t)a->nranks && coll_allreduce_gather.check(a)) {
+        if (why)
+            *why = "device tuning (FC_TUNE_MEMORY: one GPU trip)";
+        return &coll_allreduce_gather;
     }
     if (why)
         *why = f ? "cost model (FC_ALGO's choice does not apply here)" : "cost model";

@@ -30,6 +30,11 @@ struct coll_tuning {
     struct coll_rule rules[COLL_MAX_RULES];
     int nrules;
     struct coll_cost cost;
+    /* Tuning for device buffers (FC_TUNE_MEMORY, agreed by all ranks): an
+     * allreduce whose n vectors fit in this many bytes goes to gather,
+     * whose GPU part is then one fused kernel; the host model's rounds
+     * would each go to the GPU and back. 0: host tuning. */
+    size_t dev_gather_max;
 };
 
 void coll_tuning_init(struct coll_tuning *t, const struct coll_cost *c);

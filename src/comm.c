@@ -486,6 +486,7 @@ struct rank_info {
     uint64_t rndv_min;
     int32_t proto;
     int32_t cpus; /* in this process's CPU affinity */
+    int32_t tune_device; /* FC_TUNE_MEMORY's verdict here (device: 1) */
     char err[384];
     struct prov_list provs;
 };
@@ -673,6 +674,7 @@ static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nn
     cc.oversub = c->oversub;
     cc.handoff = COLL_HANDOFF_S;
     coll_tuning_init(&c->tuning, &cc);
+    c->tuning.dev_gather_max = c->tune_device ? COMM_FUSED_MAX : 0;
     fc_result_t rc = FC_SUCCESS;
     if (c->cfg.algo[0])
         rc = coll_tuning_force(&c->tuning, c->cfg.algo);
@@ -875,6 +877,9 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     mine.proto = cfg->proto;
     mine.rndv_min = cfg->rndv_min;
     mine.rails = cfg->rails;
+    mine.tune_device = cfg->tune_memory == CFG_TUNE_MEM_DEVICE ||
+                       (cfg->tune_memory == CFG_TUNE_MEM_AUTO && cfg->gpu_fused != CFG_FUSED_OFF &&
+                        gpu_available(NULL));
     cpu_set_t cpus;
     if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
         mine.cpus = CPU_COUNT(&cpus);
@@ -949,6 +954,10 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         goto fail;
     }
     c->oversubscribed = here > 1; /* local_size > this node's CPUs */
+    /* device tuning only where every rank asks for it: one algorithm for all */
+    c->tune_device = 1;
+    for (int r = 0; r < n; r++)
+        c->tune_device &= infos[r].tune_device != 0;
     if (c->cfg.spin <= 0)
         c->cfg.spin = c->oversubscribed ? 1 : COMM_SPIN_DEFAULT;
 
@@ -1064,6 +1073,11 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
                 "working ranks share, and %.0f us per step of a tree or chain (broadcast and "
                 "reduce lean to trees)",
                 c->oversub, COLL_HANDOFF_S * 1e6);
+    FC_INFO(LOG_TUNE, "small allreduces (%zu bytes over all ranks) tuned for %s",
+            COMM_FUSED_MAX,
+            c->tune_device ? "device buffers: gather, one GPU trip (FC_TUNE_MEMORY)"
+            : mine.tune_device ? "host buffers: a rank does not ask for device tuning"
+                               : "host buffers");
     memset(&c->attr, 0, sizeof(c->attr));
     prov_describe(c->sh->ep, &c->attr);
     c->attr.nrails = c->sh->nrails;
@@ -1300,6 +1314,7 @@ fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **o
     c->gpu_device = p->gpu_device;
     c->cfg = p->cfg;
     c->oversubscribed = p->oversubscribed;
+    c->tune_device = p->tune_device;
     c->tuning = p->tuning;
     c->chunk = p->chunk;
     c->window = p->window;

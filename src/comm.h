@@ -84,6 +84,7 @@ struct fc_comm {
     int *host_pid;
     int oversubscribed;        /* more ranks on this node than CPUs for them all */
     double oversub;            /* ranks per CPU on the job's most crowded node (0: none) */
+    int tune_device;           /* every rank tunes small allreduces for device buffers */
     fc_result_t broken;        /* set after a failure that leaves it unusable */
     char brokenmsg[512];
     int gpu_device;            /* -1 until a device collective */
@@ -133,6 +134,10 @@ double comm_now(void);
 const char *comm_request_desc(struct fc_request *r);
 
 /* Creates a top-level communicator over a bootstrap (consumed). */
+/* The fused device allreduce's range: n vectors of at most this many bytes
+ * (comm_gpu.c), which device tuning (FC_TUNE_MEMORY) gives to gather. */
+#define COMM_FUSED_MAX ((size_t)32 << 10)
+
 /* The tuner's cost parameters for a provider (its table's alpha, beta,
  * gamma, handshake and pipeline chunk; oversub and handoff left 0), and
  * its chunks in flight per step (window: NULL to skip); fc_sim and fc_info

@@ -497,7 +497,7 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
  * usual path). A call that fails raises the abort watermark (flags[3]), so
  * its kernel never spins past the call, and retires the fused path of the
  * family: a failed exchange may leave receives into the pinned vectors. */
-#define FUSED_MAX ((size_t)32 << 10) /* n vectors, bytes */
+#define FUSED_MAX COMM_FUSED_MAX
 /* auto: a kernel that keeps waiting this long (us) for the GPU, from launch
  * to start plus from the host's go to its done, FUSED_SLOW_CALLS calls in a
  * row, shares the GPU with other contexts by time slices (a GPU shared

@@ -62,6 +62,17 @@ static const struct row rows[] = {
      "the GPU instead of two; off = the staged path's copies and kernels; auto = on, until the "
      "kernel waits for the GPU over 150 us in 4 calls in a row (ranks sharing a GPU without "
      "MPS, whose time slices make the kernel ~10x slower than staging), then off."},
+    {"FC_TUNE_MEMORY", T_ENUM, "auto", F(tune_memory), "auto,host,device", S_USER,
+     "The memory the tuner prices small allreduces for (n vectors of at most 32 KiB together, "
+     "FC_GPU_FUSED's range). device: the gather algorithm, whose GPU part on device buffers is "
+     "one fused kernel, one trip to the GPU (one H200, staged over shm, 4 ranks: 2 KiB 31 us, "
+     "8 KiB 66 us, against 60 and 95 us for the host model's recursive doubling and "
+     "Rabenseifner, which go to the GPU and back every round); host buffers then take up to "
+     "2.3x longer there (4 KiB at 4 ranks on 16 cores: 15 against 7 us). host: the host "
+     "cost model's choice. "
+     "auto: device when every rank sees a GPU at init and FC_GPU_FUSED is not off. Every rank "
+     "must run the same algorithm, so the ranks agree at init: device only if every rank says "
+     "device, and ranks on host and device buffers can still share a call."},
     {"FC_PROTO", T_ENUM, "auto", F(proto), "auto,eager,rndv", S_USER,
      "Message protocol: auto sends messages up to FC_EAGER_MAX (and the provider's inject "
      "limit) eagerly, by inject, messages of FC_RNDV_MIN bytes and more by fabcoll's zero-copy "

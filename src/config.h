@@ -19,6 +19,7 @@
 
 enum cfg_gdr { CFG_GDR_AUTO, CFG_GDR_ON, CFG_GDR_OFF };
 enum cfg_fused { CFG_FUSED_AUTO, CFG_FUSED_ON, CFG_FUSED_OFF };
+enum cfg_tune_mem { CFG_TUNE_MEM_AUTO, CFG_TUNE_MEM_HOST, CFG_TUNE_MEM_DEVICE };
 enum cfg_proto { CFG_PROTO_AUTO, CFG_PROTO_EAGER, CFG_PROTO_RNDV };
 enum cfg_boot { CFG_BOOT_AUTO, CFG_BOOT_PMIX, CFG_BOOT_PMI2, CFG_BOOT_FCRUN, CFG_BOOT_SLURM };
 /* FC_MR_MODE bits (prov/ maps them to FI_MR_*); "verbs" = LOCAL|VIRT_ADDR|PROV_KEY|ALLOCATED */
@@ -44,6 +45,7 @@ typedef struct cfg {
     char nics[CFG_STR];
     int gdr;              /* enum cfg_gdr */
     int gpu_fused;        /* enum cfg_fused */
+    int tune_memory;      /* enum cfg_tune_mem */
     int proto;            /* enum cfg_proto */
     size_t eager_max;     /* 0: provider default */
     size_t rndv_min;      /* 0: provider default */

@@ -75,6 +75,12 @@ if "$here/spin_test.sh"; then
 else
     summary+=("FC_SPIN auto: FAILED"); total_fail=$((total_fail + 1))
 fi
+echo "=== FC_TUNE_MEMORY"
+if "$here/tune_memory_test.sh"; then
+    summary+=("FC_TUNE_MEMORY: passed"); total_pass=$((total_pass + 1))
+else
+    summary+=("FC_TUNE_MEMORY: FAILED"); total_fail=$((total_fail + 1))
+fi
 echo "=== fc_perf --table"
 if "$here/perf_table.sh"; then
     summary+=("fc_perf --table: passed"); total_pass=$((total_pass + 1))

@@ -423,3 +423,39 @@ Test(select, gather_handshakes_are_bruck_rounds)
     cr_assert_float_eq(coll_allreduce_gather.cost(&a, &hs) - coll_allreduce_gather.cost(&a, &none),
                        3.3e-6, 1e-12);
 }
+
+/* Device tuning (coll_tuning.dev_gather_max, FC_TUNE_MEMORY): allreduces
+ * whose n vectors fit go to gather, the fused device path's algorithm;
+ * past the range, other collectives and FC_ALGO are as before. */
+Test(select, device_tuning_gives_small_allreduces_to_gather)
+{
+    struct coll_cost cc = {.alpha = 2e-6, .beta = 1.0 / 12e9, .gamma = 1.0 / 20e9,
+                           .chunk = 4 << 20, .hs_min = 4096, .hs = 3.3e-6};
+    struct coll_tuning host, dev;
+    coll_tuning_init(&host, &cc);
+    dev = host;
+    dev.dev_gather_max = 32 << 10;
+    for (int n = 2; n <= 64; n *= 2) {
+        for (size_t bytes = 8; bytes <= (size_t)(64 << 10); bytes *= 2) {
+            struct coll_args a = args_for(COLL_ALLREDUCE, n, bytes / 4, 0);
+            const char *why = NULL;
+            const struct coll_algo *got = coll_select(&dev, &a, &why);
+            if (bytes * (size_t)n <= (size_t)(32 << 10)) {
+                cr_assert_str_eq(got->name, "gather", "%d ranks, %zu B: %s", n, bytes, got->name);
+                cr_assert(strstr(why, "FC_TUNE_MEMORY"), "%s", why);
+            } else {
+                cr_assert_eq(got, coll_select(&host, &a, NULL), "%d ranks, %zu B", n, bytes);
+                cr_assert_str_eq(why, "cost model");
+            }
+        }
+    }
+    struct coll_args a = args_for(COLL_ALLREDUCE, 4, 512, 0); /* 2 KiB */
+    cr_assert_str_eq(coll_select(&host, &a, NULL)->name, "rd");
+    a = args_for(COLL_ALLREDUCE, 65, 2, 0); /* gather takes at most 64 ranks */
+    cr_assert_str_neq(coll_select(&dev, &a, NULL)->name, "gather");
+    a = args_for(COLL_BCAST, 4, 512, 0);
+    cr_assert_eq(coll_select(&dev, &a, NULL), coll_select(&host, &a, NULL));
+    cr_assert_eq(coll_tuning_force(&dev, "allreduce:ring"), FC_SUCCESS);
+    a = args_for(COLL_ALLREDUCE, 4, 512, 0);
+    cr_assert_str_eq(coll_select(&dev, &a, NULL)->name, "ring");
+}
