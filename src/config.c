@@ -509,10 +509,10 @@ void config_print_table(void *file, int verbose)
             fprintf(fp, "%s# %s\n", i ? "\n" : "", section);
         }
         const char *cur = env_lookup(r->name, NULL);
-        fprintf(fp, "%s (%s%s%s%s)%s%s\n", r->name, type_name(r->type),
+        fprintf(fp, "%s (%s%s%s%s%s)\n", r->name, type_name(r->type),
                 r->choices ? ": " : "", r->choices ? r->choices : "",
                 r->def ? (r->def[0] ? ", default " : "") : ", default unset",
-                r->def ? r->def : "", "");
+                r->def ? r->def : "");
         if (cur)
             fprintf(fp, "    current value: %s\n", cur);
         print_wrapped(fp, r->help, 4);

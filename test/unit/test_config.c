@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The settings table: parsing, defaults, errors that name the setting. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -118,6 +120,23 @@ Test(config, table_is_documented)
         for (int j = 0; j < i; j++)
             cr_assert_str_neq(r.name, config_row(j).name, "duplicate row %s", r.name);
     }
+}
+
+/* fc_info -e's heading lines: "NAME (type[: choices], default VALUE)", the
+ * default inside the parentheses (it once printed after them) */
+Test(config, printed_table_puts_defaults_inside)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    cr_assert_not_null(fp);
+    config_print_table(fp, 1);
+    fclose(fp);
+    cr_assert(strstr(buf, "\nFC_GDR (choice: auto,on,off, default auto)\n"), "%.300s", buf);
+    cr_assert(strstr(buf, "\nFC_TUNE_MEMORY (choice: auto,host,device, default auto)\n"));
+    cr_assert(strstr(buf, "\nFC_NICS (string, default unset)\n"));
+    cr_assert_null(strstr(buf, ")auto\n"));
+    free(buf);
 }
 
 /* An error that quotes the one underneath it (err_get() as an argument)
