@@ -665,8 +665,10 @@ void comm_cost_params(const char *prov_name, int nnodes, struct coll_cost *cc, i
         *window = m.window;
 }
 
-/* Tuning shared by top-level and split communicators. */
-static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nnodes)
+/* The tuning of a top-level communicator (split ones copy their parent's);
+ * tune_device: every rank asked for device tuning (FC_TUNE_MEMORY). */
+static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nnodes,
+                                int tune_device)
 {
     struct coll_cost cc;
     comm_cost_params(prov_name, nnodes, &cc, NULL);
@@ -674,7 +676,7 @@ static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nn
     cc.oversub = c->oversub;
     cc.handoff = COLL_HANDOFF_S;
     coll_tuning_init(&c->tuning, &cc);
-    c->tuning.dev_gather_max = c->tune_device ? COMM_FUSED_MAX : 0;
+    c->tuning.dev_gather_max = tune_device ? COMM_FUSED_MAX : 0;
     fc_result_t rc = FC_SUCCESS;
     if (c->cfg.algo[0])
         rc = coll_tuning_force(&c->tuning, c->cfg.algo);
@@ -955,9 +957,9 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     }
     c->oversubscribed = here > 1; /* local_size > this node's CPUs */
     /* device tuning only where every rank asks for it: one algorithm for all */
-    c->tune_device = 1;
+    int tune_device = 1;
     for (int r = 0; r < n; r++)
-        c->tune_device &= infos[r].tune_device != 0;
+        tune_device &= infos[r].tune_device != 0;
     if (c->cfg.spin <= 0)
         c->cfg.spin = c->oversubscribed ? 1 : COMM_SPIN_DEFAULT;
 
@@ -1064,7 +1066,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         c->peers[r] = r;
     c->id = 0;
     prov_tuning(c->sh->ep, &c->cfg, n, &c->chunk, &c->window, &c->eager_max);
-    rc = setup_tuning(c, choice, nnodes);
+    rc = setup_tuning(c, choice, nnodes, tune_device);
     if (rc != FC_SUCCESS)
         goto fail;
     if (c->oversub > 1)
@@ -1075,7 +1077,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
                 c->oversub, COLL_HANDOFF_S * 1e6);
     FC_INFO(LOG_TUNE, "small allreduces (%zu bytes over all ranks) tuned for %s",
             COMM_FUSED_MAX,
-            c->tune_device ? "device buffers: gather, one GPU trip (FC_TUNE_MEMORY)"
+            tune_device ? "device buffers: gather, one GPU trip (FC_TUNE_MEMORY)"
             : mine.tune_device ? "host buffers: a rank does not ask for device tuning"
                                : "host buffers");
     memset(&c->attr, 0, sizeof(c->attr));
@@ -1314,7 +1316,6 @@ fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **o
     c->gpu_device = p->gpu_device;
     c->cfg = p->cfg;
     c->oversubscribed = p->oversubscribed;
-    c->tune_device = p->tune_device;
     c->tuning = p->tuning;
     c->chunk = p->chunk;
     c->window = p->window;

@@ -84,7 +84,6 @@ struct fc_comm {
     int *host_pid;
     int oversubscribed;        /* more ranks on this node than CPUs for them all */
     double oversub;            /* ranks per CPU on the job's most crowded node (0: none) */
-    int tune_device;           /* every rank tunes small allreduces for device buffers */
     fc_result_t broken;        /* set after a failure that leaves it unusable */
     char brokenmsg[512];
     int gpu_device;            /* -1 until a device collective */
@@ -133,7 +132,6 @@ double comm_now(void);
 /* The request's description for messages ("allreduce #7 (ring, ...)"). */
 const char *comm_request_desc(struct fc_request *r);
 
-/* Creates a top-level communicator over a bootstrap (consumed). */
 /* The fused device allreduce's range: n vectors of at most this many bytes
  * (comm_gpu.c), which device tuning (FC_TUNE_MEMORY) gives to gather. */
 #define COMM_FUSED_MAX ((size_t)32 << 10)
@@ -143,6 +141,7 @@ const char *comm_request_desc(struct fc_request *r);
  * its chunks in flight per step (window: NULL to skip); fc_sim and fc_info
  * start from the same. */
 void comm_cost_params(const char *prov_name, int nnodes, struct coll_cost *cc, int *window);
+/* Creates a top-level communicator over a bootstrap (consumed). */
 fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out);
 /* fc_comm_split. */
 fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **out);
