@@ -70,7 +70,14 @@ struct profile {
  * at most 512 KiB whatever the provider: the D2H/H2D copies of one chunk
  * overlap the transfers of others. On 2 H200s, staged allreduce over shm
  * 64-256 MiB: 6.3-7.3 GB/s busbw with 512 KiB chunks, 3.2-4.6 GB/s with
- * shm's 4 MiB. The decision is rank 0's, like every chunk. */
+ * shm's 4 MiB. Host buffers pay for it: on the 16-core H200 machine
+ * (libfabric 1.17 shm, 3 alternating rounds) the provider's own chunks took
+ * 0.36-0.61x the time of 512 KiB ones for a 2-rank broadcast of 1-64 MiB,
+ * 0.65-0.87x for a 4-rank allgather of 256 KiB-64 MiB, 0.72x for a 4-rank
+ * 64 MiB broadcast; only the 2-rank allreduce from 16 MiB was faster in 512
+ * KiB pieces (whole messages 1.2-1.7x). So FC_TUNE_MEMORY=host (a job whose
+ * collectives run on host memory) keeps the provider's chunks. The decision
+ * is rank 0's, like every chunk. */
 #define STAGED_CHUNK (512u << 10)
 
 /* The providers' own protocol step (coll_cost.hs_min, .hs): a message past
@@ -161,7 +168,8 @@ void prov_tuning(const struct prov_ep *p, const cfg_t *cfg, int nranks, size_t *
         *chunk = cfg->chunk_size;
     else if (p->hmem)
         *chunk = GDR_CHUNK;
-    else if (pr->chunk > STAGED_CHUNK && gpu_available(NULL))
+    else if (pr->chunk > STAGED_CHUNK && cfg->tune_memory != CFG_TUNE_MEM_HOST &&
+             gpu_available(NULL))
         *chunk = STAGED_CHUNK;
     else if (nranks == 2 && pr->tier == FC_TIER_SHM)
         *chunk = SHM_PAIR_CHUNK;

@@ -69,7 +69,9 @@ static const struct row rows[] = {
      "8 KiB 66 us, against 60 and 95 us for the host model's recursive doubling and "
      "Rabenseifner, which go to the GPU and back every round); host buffers then take up to "
      "2.3x longer there (4 KiB at 4 ranks on 16 cores: 15 against 7 us). host: the host "
-     "cost model's choice. "
+     "cost model's choice, and (rank 0's setting) the provider's own pipeline chunk where a "
+     "GPU would make it 512 KiB for staging (shm, 2-rank broadcast of 1-64 MiB on host "
+     "buffers: 0.36-0.61x the time). "
      "auto: device when every rank sees a GPU at init and FC_GPU_FUSED is not off. Every rank "
      "must run the same algorithm, so the ranks agree at init: device only if every rank says "
      "device, and ranks on host and device buffers can still share a call."},

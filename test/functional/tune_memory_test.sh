@@ -4,7 +4,8 @@
 # 32 KiB) to gather, the fused device path's algorithm, on every rank or on
 # none: the ranks agree at init, so one rank asking for it changes nothing.
 # Read from the TRACE line of each call ("chosen by ...") and the INFO line
-# at init; every run also checks its results (fc_perf -c).
+# at init; every run also checks its results (fc_perf -c). Last, the
+# pipeline chunk: host keeps the provider's, where a GPU would cut 512 KiB.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 fc_run=${FC_RUN:-$here/../../fc_run}
@@ -48,5 +49,12 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then want=
 check "auto, GPU here: $( [ $want = device ] && echo yes || echo no): tuned for $want buffers on every rank" 4 \
     "$("$fc_run" -n 4 -p shm -t 60 -x FC_DEBUG=INFO -x FC_DEBUG_SUBSYS=TUNE "$perf" -n 1 -w 0 -b 8 -e 8 2>&1 |
         grep -c "tuned for $want buffers")"
+# the pipeline chunk: 512 KiB where rank 0 has a GPU (staging), unless
+# FC_TUNE_MEMORY=host, which keeps the provider's own (shm, 4 ranks: 4 MiB)
+chunk() { "$fc_run" -n 4 -p shm -t 60 -x FC_DEBUG=INFO -x FC_DEBUG_SUBSYS=INIT "$@" "$perf" -n 1 -w 0 -b 8 -e 8 2>&1 |
+    grep -o 'chunk [0-9]*,' | sort | uniq -c | awk '{printf "%s %s ", $1, $3}'; }
+check "FC_TUNE_MEMORY=host: shm's own 4 MiB chunks on every rank" "4 4194304, " "$(chunk -x FC_TUNE_MEMORY=host)"
+[ $want = device ] && ch=524288 || ch=4194304
+check "auto, GPU here: $( [ $want = device ] && echo yes || echo no): chunks of $ch bytes" "4 $ch, " "$(chunk)"
 [ $fails = 0 ] && echo "tune_memory_test: passed" || echo "tune_memory_test: $fails failed"
 [ $fails = 0 ]
