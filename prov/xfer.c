@@ -673,6 +673,8 @@ static fc_result_t cq_error(struct prov_ep *p, struct fi_cq_err_entry *e, struct
         break;
     case FI_ETRUNC:
         code = FC_ERR_INVALID_ARGUMENT;
+        if (x)
+            x->truncated = 1;
         fix = " A message was longer than the receive posted for it: do all ranks pass the "
               "same count, datatype and root?";
         break;

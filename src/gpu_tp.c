@@ -437,6 +437,7 @@ static void ix_send_done(struct xfer *ix, fc_result_t st, size_t len)
     struct pend *p = ix->owner;
     p->x->errmsg = ix->errmsg;
     struct xfer *x = p->x;
+    x->truncated = ix->truncated;
     struct gpu_tp *g = p->g;
     /* unlink: it is on the pending list as P_SEND_POSTED */
     unlink_pending(g, p);
@@ -452,6 +453,7 @@ static void ix_recv_done(struct xfer *ix, fc_result_t st, size_t len)
         unlink_pending(g, p);
         struct xfer *x = p->x;
         x->errmsg = ix->errmsg;
+        x->truncated = ix->truncated;
         pend_put(g, p);
         x->done(x, st, 0);
         return;

@@ -343,6 +343,7 @@ static fc_result_t hand_over(struct rails *R, int i, int peer, uint64_t tag, voi
     op->ix.peer = peer;
     op->ix.is_send = is_send;
     op->ix.delivery = x->delivery;
+    op->ix.truncated = 0;
     op->ix.tag = tag;
     op->ix.len = is_send ? cap : x->len;
     op->ix.buf = buf;
@@ -432,6 +433,7 @@ static fc_result_t rl_progress(struct transport *t, int *ncomp)
             if (st != FC_SUCCESS) {
                 snprintf(R->errbuf, sizeof(R->errbuf), "rail %d of %d: %s", i, R->n, op->err);
                 x->errmsg = R->errbuf;
+                x->truncated = op->ix.truncated;
             }
             __atomic_sub_fetch(&rl->inflight, 1, __ATOMIC_RELAXED);
             op->next = R->free_ops;

@@ -112,6 +112,26 @@ int sched_wait_signal(struct sched *s, int peer, uint32_t tag)
     return i;
 }
 
+int sched_send_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what)
+{
+    int i = sched_send(s, peer, tag, sbuf(R_NONE, 0), sizeof(uint64_t));
+    if (i >= 0) {
+        s->steps[i].value = (uint8_t)what;
+        s->steps[i].val = v;
+    }
+    return i;
+}
+
+int sched_expect_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what)
+{
+    int i = sched_recv(s, peer, tag, sbuf(R_NONE, 0), sizeof(uint64_t));
+    if (i >= 0) {
+        s->steps[i].value = (uint8_t)what;
+        s->steps[i].val = v;
+    }
+    return i;
+}
+
 int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
                  size_t len)
 {
@@ -353,6 +373,7 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
     if (status == FC_SUCCESS && x->is_send == 0 && len != x->len) {
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));
+        s->mismatch |= s->status == FC_SUCCESS;
         sched_fail(s, FC_ERR_INVALID_ARGUMENT,
                    "%s (%s): %s sent %zu bytes where %zu were expected (step %u, chunk %u): do "
                    "all ranks pass the same count, datatype and root?",
@@ -361,6 +382,9 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
     } else if (status != FC_SUCCESS) {
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));
+        /* the transport's own length check (its rendezvous) */
+        s->mismatch |= s->status == FC_SUCCESS && status == FC_ERR_INVALID_ARGUMENT &&
+                       !x->truncated;
         if (x->is_send == 2)
             sched_fail(s, status, "%s (%s): local step %u on the GPU failed: %s", s->coll_name,
                        s->algo_name, x->step,
@@ -369,6 +393,18 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
             sched_fail(s, status, "%s (%s): %s %s failed: %s", s->coll_name, s->algo_name,
                        x->is_send ? "send to" : "receive from", pd,
                        x->errmsg && *x->errmsg ? x->errmsg : fc_strerror(status));
+    }
+    if (status == FC_SUCCESS && x->is_send == 0 && st->value && st->got != st->val) {
+        char pd[200];
+        peer_desc(s, st->peer, pd, sizeof(pd));
+        int sends = st->value == SV_SEND_COUNT;
+        s->mismatch |= s->status == FC_SUCCESS;
+        sched_fail(s, FC_ERR_INVALID_ARGUMENT,
+                   "%s: %s %s %llu bytes where this %s %llu: the counts (times the datatypes' "
+                   "sizes) of a send and its receive must be equal",
+                   s->coll_name, pd, sends ? "sends" : "expects", (unsigned long long)st->got,
+                   sends ? "receive expects" : "send has", (unsigned long long)st->val);
+        status = FC_ERR_INVALID_ARGUMENT;
     }
     uint32_t step = x->step, chunk = x->chunk;
     xfer_put(s, x);
@@ -444,6 +480,7 @@ static void try_issue(struct sched *s, uint32_t i)
         x->is_send = st->op == SOP_SEND;
         x->delivery = s->env.delivery;
         x->errmsg = NULL;
+        x->truncated = 0;
         fc_result_t rc;
         if (!is_xfer(st)) {
             /* an asynchronous local step (the transport runs it on a GPU) */
@@ -462,6 +499,10 @@ static void try_issue(struct sched *s, uint32_t i)
             x->peer = -1;
             x->buf = lo.dst;
             rc = tp->ops->local(tp, &lo, x);
+        } else if (st->value) {
+            x->buf = x->is_send ? (void *)&st->val : (void *)&st->got;
+            rc = x->is_send ? tp->ops->send(tp, x->peer, x->tag, x->buf, x->len, x)
+                            : tp->ops->recv(tp, x->peer, x->tag, x->buf, x->len, x);
         } else if (x->is_send) {
             x->buf = ptr_of(s, st->a, off);
             rc = tp->ops->send(tp, x->peer, x->tag, x->buf, x->len, x);
@@ -530,6 +571,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
     s->base[R_SEND] = sendbuf;
     s->base[R_RECV] = recvbuf;
     s->status = FC_SUCCESS;
+    s->mismatch = 0;
     uint32_t n = s->nsteps;
     /* zero-length steps wait for chunked predecessors in full */
     /* a chunked edge needs data on both ends: with an empty step (or a

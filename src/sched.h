@@ -52,6 +52,7 @@ static inline uint64_t tag_base(uint32_t comm_id, uint64_t kind, uint64_t seq)
 }
 
 enum sched_region { R_NONE = 0, R_SEND, R_RECV, R_SCRATCH, R_NREGIONS };
+enum sched_value { SV_NONE = 0, SV_SEND_COUNT, SV_RECV_COUNT };
 enum sched_op { SOP_SEND, SOP_RECV, SOP_REDUCE, SOP_COPY, SOP_SCALE, SOP_NOP };
 
 struct sched_buf {
@@ -69,6 +70,10 @@ struct sched_step {
     uint8_t queued;     /* in the worklist */
     uint8_t complete;
     uint8_t zmsg;       /* SEND/RECV of a zero-byte message (a signal) */
+    uint8_t value;      /* SEND/RECV of the 8-byte `val` held in the step itself; a
+                           receive fails the schedule (FC_ERR_INVALID_ARGUMENT) unless
+                           the value that arrives equals val: SV_SEND_COUNT, the peer's
+                           byte count of a send; SV_RECV_COUNT, of a receive */
     struct sched_buf dst, a, b;
     size_t len;         /* bytes */
     size_t post_len;    /* RECV of one chunk: post this many bytes (>= len), so a
@@ -78,6 +83,7 @@ struct sched_step {
     uint32_t tag;       /* step tag (SEND/RECV), <= TAG_STEP_MAX */
     uint32_t pred_first, npred, succ_first, nsucc;
     uint32_t nfull_unmet;
+    uint64_t val, got;  /* value steps: sent or expected; arrived */
     /* run state */
     uint32_t nchunks, issued, inflight, prefix;
     uint64_t winmask;   /* bit i: chunk prefix+i done (out of order) */
@@ -137,6 +143,8 @@ struct sched {
     uint32_t nxfer_blocks;
     uint32_t xfers_out;       /* posted, not completed */
     fc_result_t status;       /* first error */
+    uint8_t mismatch;         /* ... was a length or count mismatch on a transfer that
+                                 completed (the fabric itself is fine) */
     char errmsg[512];
     uint64_t progress_events; /* completions seen (for timeout accounting) */
 };
@@ -151,6 +159,13 @@ int sched_recv(struct sched *s, int peer, uint32_t tag, struct sched_buf dst, si
  * handshakes (a zero-length sched_send sends nothing at all). */
 int sched_signal(struct sched *s, int peer, uint32_t tag);
 int sched_wait_signal(struct sched *s, int peer, uint32_t tag);
+/* An 8-byte value held in the step (what = SV_SEND_COUNT or SV_RECV_COUNT: a
+ * byte count of this rank's send or receive), sent to peer; and a receive of
+ * the peer's that must equal v, or the schedule fails with
+ * FC_ERR_INVALID_ARGUMENT naming both counts (what: the peer's kind). Point to
+ * point messages of more than one chunk exchange their counts this way. */
+int sched_send_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what);
+int sched_expect_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what);
 int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
                  size_t len);
 int sched_copy(struct sched *s, struct sched_buf dst, struct sched_buf src, size_t len);

@@ -73,6 +73,8 @@ struct xfer {
     void *tpriv;       /* transport's own use (e.g. a registration to drop) */
     struct xfer *next; /* owner's free list */
     const char *errmsg; /* set by the transport on error; valid during done() */
+    int truncated;      /* set by the transport: the fabric cut this receive short (a
+                           longer message; its connection may not survive that) */
 };
 
 struct transport;

@@ -351,6 +351,53 @@ Test(sched, length_mismatch_is_an_error)
     loop_fabric_destroy(f);
 }
 
+/* Value steps (the counts that large point-to-point messages exchange):
+ * equal values pass and the step after the check runs; different ones fail
+ * the receiving side with both numbers, and the step that waits for the
+ * check is never posted. */
+static int value_case(uint64_t sent, uint64_t expected, struct sched *s, int *posted_after)
+{
+    struct loop_fabric *f = loop_fabric_create(2, 0);
+    struct transport *tp[2] = {loop_transport(f, 0), loop_transport(f, 1)};
+    char a[64] = {1}, b[64] = {0};
+    for (int r = 0; r < 2; r++)
+        sched_init(&s[r], FC_UINT8, FC_SUM, 2);
+    s[1].coll_name = "recv";
+    sched_send_value(&s[0], 1, 1, sent, SV_SEND_COUNT);
+    sched_send(&s[0], 1, 3, sbuf(R_SEND, 0), 64);
+    int chk = sched_expect_value(&s[1], 0, 1, expected, SV_SEND_COUNT);
+    int after = sched_recv(&s[1], 0, 3, sbuf(R_RECV, 0), 64);
+    sched_dep(&s[1], after, chk, 0);
+    for (int r = 0; r < 2; r++) {
+        struct sched_env e = env_of(tp[r], 0, 2, 1);
+        cr_assert_eq(sched_start(&s[r], &e, a, b), FC_SUCCESS);
+    }
+    int rc = run_all(s, tp, 2);
+    *posted_after = s[1].steps[after].issued > 0;
+    loop_fabric_destroy(f);
+    return rc;
+}
+
+Test(sched, value_steps_check_counts)
+{
+    struct sched s[2];
+    int posted;
+    cr_assert_eq(value_case(524292, 524292, s, &posted), 0, "%s", s[1].errmsg);
+    cr_assert(posted);
+    cr_assert_eq(s[1].status, FC_SUCCESS);
+    for (int r = 0; r < 2; r++)
+        sched_release(&s[r]);
+    cr_assert_eq(value_case(524292, 524288, s, &posted), -1);
+    cr_assert_eq(s[1].status, FC_ERR_INVALID_ARGUMENT);
+    cr_assert(s[1].mismatch);
+    cr_assert(!posted, "the step behind a failed check was posted");
+    cr_assert(strstr(s[1].errmsg, "rank 0") && strstr(s[1].errmsg, "sends 524292 bytes") &&
+                  strstr(s[1].errmsg, "expects 524288"),
+              "unhelpful: %s", s[1].errmsg);
+    for (int r = 0; r < 2; r++)
+        sched_release(&s[r]);
+}
+
 Test(sched, backward_dependency_rejected)
 {
     struct sched s;
