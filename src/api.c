@@ -354,10 +354,44 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
     }
     /* a zero-count message still travels, so the order is kept */
     size_t bytes = count * es;
+    /* A message of a chunk or more travels as several messages (or one the
+     * length of a whole chunk), so a receive cut to its own count could take
+     * a longer one's first chunks and report success. Both ends of such a
+     * message therefore send each other their byte counts (8 bytes each
+     * way) and check the other's: the first chunk goes at once, the rest
+     * (step tag 3) only once the counts agree, so a mismatch leaves nothing
+     * of the data in flight (libfabric 1.17's shm stalls a pair behind a
+     * large message nobody receives) and both ends fail with
+     * FC_ERR_INVALID_ARGUMENT, the communicator still usable. A count is
+     * checked after this end's first chunk is through, so no receive is
+     * left posted into the caller's buffer when it fails (this end's own
+     * count may still be on its way: then the communicator is marked
+     * unusable, as after any error that leaves a transfer posted). Where
+     * only one end counts (the other
+     * has less than a chunk), the other's single message and the first
+     * chunk differ in length: the receiver fails at once, and a sending
+     * counter waits for a count that never comes (FC_TIMEOUT). */
+    int counted = comm->chunk > 0 && bytes >= comm->chunk;
     int st;
-    if (is_send) {
+    if (counted) {
+        size_t ch = comm->chunk;
+        int mine = sched_send_value(&r->s, peer, is_send ? 1 : 2, bytes,
+                                    is_send ? SV_SEND_COUNT : SV_RECV_COUNT);
+        st = is_send ? sched_send(&r->s, peer, 0, sbuf(R_SEND, 0), ch)
+                     : sched_recv(&r->s, peer, 0, sbuf(R_RECV, 0), ch);
+        int theirs = sched_expect_value(&r->s, peer, is_send ? 2 : 1, bytes,
+                                        is_send ? SV_RECV_COUNT : SV_SEND_COUNT);
+        (void)mine; /* no wait for it: under FC_PROTO=rndv each end's count
+                       would wait for the other's receive of it */
+        sched_dep(&r->s, theirs, st, 0);
+        if (bytes > ch) {
+            int rest = is_send ? sched_send(&r->s, peer, 3, sbuf(R_SEND, ch), bytes - ch)
+                               : sched_recv(&r->s, peer, 3, sbuf(R_RECV, ch), bytes - ch);
+            sched_dep(&r->s, rest, theirs, 0);
+        }
+    } else if (is_send) {
         st = sched_send(&r->s, peer, 0, sbuf(R_SEND, 0), bytes);
-    } else if (!r->tp && bytes > 0 && bytes <= comm->chunk && bytes <= ((size_t)1 << 20)) {
+    } else if (!r->tp && bytes > 0 && bytes <= ((size_t)1 << 20)) {
         /* a message longer than expected must be an error, not a truncation
          * (which some providers cannot recover from): small messages land in
          * scratch with room to spare, then are copied out */

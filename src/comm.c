@@ -217,7 +217,16 @@ static fc_result_t reap(struct fc_request *r)
                  r->s.errmsg[0] ? r->s.errmsg : fc_strerror(rc));
         err_restore(msg);
         FC_WARN(LOG_COLL, "%s", msg);
-        int keeps_comm = r->p2p && rc == FC_ERR_INVALID_ARGUMENT;
+        /* A point-to-point count mismatch found on a message that arrived
+         * whole leaves the communicator usable where nothing of the call is
+         * still posted (no late message can land in the caller's memory). A
+         * message the provider truncated may have broken its connection
+         * (tcp;ofi_rxm's does), and a collective's ranks would go on
+         * unevenly (those that noticed nothing wait for those that did), so
+         * those break it: every later call fails at once, none waits out
+         * FC_TIMEOUT. */
+        int keeps_comm = r->p2p && rc == FC_ERR_INVALID_ARGUMENT && r->s.mismatch &&
+                         r->s.xfers_out == 0;
         if (!keeps_comm && c->broken == FC_SUCCESS) {
             c->broken = rc;
             snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", msg);

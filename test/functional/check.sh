@@ -33,7 +33,7 @@ for prov in shm tcp; do
         reduce_scatter alltoall barrier nonblocking split api_program
 done
 one "tcp x3 with verbs mr_mode (local,virt_addr,prov_key,allocated)" -p tcp -n 3 \
-    -x FC_MR_MODE=verbs allreduce broadcast sendrecv nonblocking api_program
+    -x FC_MR_MODE=verbs allreduce broadcast sendrecv p2p_mismatch nonblocking api_program
 one "tcp x4 with FC_MR_MODE=verbs,endpoint" -p tcp -n 4 -x FC_MR_MODE=verbs,endpoint \
     allreduce broadcast
 # the RMA rendezvous for every nonempty message: offsets and verbs' modes on
@@ -52,9 +52,9 @@ one "tcp x4 with FC_CHUNK_SIZE=32K, FC_INFLIGHT=3" -p tcp -n 4 -x FC_CHUNK_SIZE=
 # failures and timeouts with rail threads running)
 one "tcp x3 with FC_RAILS=3, FC_CHUNK_SIZE=64K, FC_MR_MODE=verbs" -p tcp -n 3 -x FC_RAILS=3 \
     -x FC_CHUNK_SIZE=64K -x FC_MR_MODE=verbs allreduce broadcast reduce allgather \
-    reduce_scatter alltoall sendrecv nonblocking split api_program
+    reduce_scatter alltoall sendrecv p2p_mismatch nonblocking split api_program
 one "tcp x2 with FC_RAILS=2, FC_PROTO=rndv" -p tcp -n 2 -x FC_RAILS=2 -x FC_PROTO=rndv \
-    allreduce broadcast sendrecv nonblocking timeout peer_exit bad_args
+    allreduce broadcast sendrecv p2p_mismatch nonblocking timeout peer_exit bad_args
 one "shm x3 with FC_PROTO=eager, FC_EAGER_MAX=1K" -p shm -n 3 -x FC_PROTO=eager \
     -x FC_EAGER_MAX=1K allreduce broadcast sendrecv nonblocking barrier
 fc_info=${FC_RUN:-}; fc_info=${fc_info%fc_run}fc_info

@@ -67,6 +67,7 @@ all_tests=(
     "alltoall|job|1|"
     "barrier|job|1|"
     "sendrecv|job|2|"
+    "p2p_mismatch|job|2|FC_CHUNK_SIZE=64K"
     "nonblocking|job|1|"
     "split|job|1|"
     "api_program|job|1|"
