@@ -541,6 +541,28 @@ int main(void)
         }
     }
 
+    /* ... and a message of several chunks (staged ones are 512 KiB), whose
+     * byte counts the two ends exchange before the rest follows the first */
+    if (t.size > 1 && t.rank < 2 && !only_stream) {
+        size_t nb = maxc * 2 * (size_t)t.size; /* floats: maxb - 64 bytes */
+        float *hv = (float *)h_in, *hw = (float *)h_out;
+        for (size_t i = 0; i < nb; i++)
+            hv[i] = (float)(i % 9973);
+        if (t.rank == 0) {
+            gu_to_device(d_a, hv, nb * 4);
+            FT_OK(&t, fc_send(d_a, nb, FC_FLOAT32, 1, t.comm));
+        } else {
+            gu_memset(d_b, 0, nb * 4);
+            FT_OK(&t, fc_recv(d_b, nb, FC_FLOAT32, 0, t.comm));
+            gu_to_host(hw, d_b, nb * 4);
+            for (size_t i = 0; i < nb; i++)
+                if (hw[i] != hv[i]) {
+                    ft_fail(&t, __FILE__, __LINE__, "large device recv[%zu] = %g", i, hw[i]);
+                    break;
+                }
+        }
+    }
+
     /* stream-ordered: input copied in on the stream, three allreduces and
      * the other twins queued behind it, results copied out on it */
     void *st = gu_stream_create();
