@@ -112,9 +112,8 @@ int sched_wait_signal(struct sched *s, int peer, uint32_t tag)
     return i;
 }
 
-int sched_send_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what)
+static int with_value(struct sched *s, int i, uint64_t v, int what)
 {
-    int i = sched_send(s, peer, tag, sbuf(R_NONE, 0), sizeof(uint64_t));
     if (i >= 0) {
         s->steps[i].value = (uint8_t)what;
         s->steps[i].val = v;
@@ -122,14 +121,14 @@ int sched_send_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int wh
     return i;
 }
 
+int sched_send_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what)
+{
+    return with_value(s, sched_send(s, peer, tag, sbuf(R_NONE, 0), sizeof(uint64_t)), v, what);
+}
+
 int sched_expect_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what)
 {
-    int i = sched_recv(s, peer, tag, sbuf(R_NONE, 0), sizeof(uint64_t));
-    if (i >= 0) {
-        s->steps[i].value = (uint8_t)what;
-        s->steps[i].val = v;
-    }
-    return i;
+    return with_value(s, sched_recv(s, peer, tag, sbuf(R_NONE, 0), sizeof(uint64_t)), v, what);
 }
 
 int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
