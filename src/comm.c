@@ -225,7 +225,7 @@ static fc_result_t reap(struct fc_request *r)
          * unevenly (those that noticed nothing wait for those that did), so
          * those break it: every later call fails at once, none waits out
          * FC_TIMEOUT. */
-        int keeps_comm = r->p2p && rc == FC_ERR_INVALID_ARGUMENT && r->s.mismatch &&
+        int keeps_comm = r->p2p && rc == FC_ERR_INVALID_ARGUMENT && !r->s.truncated &&
                          r->s.xfers_out == 0;
         if (!keeps_comm && c->broken == FC_SUCCESS) {
             c->broken = rc;

@@ -372,7 +372,6 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
     if (status == FC_SUCCESS && x->is_send == 0 && len != x->len) {
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));
-        s->mismatch |= s->status == FC_SUCCESS;
         sched_fail(s, FC_ERR_INVALID_ARGUMENT,
                    "%s (%s): %s sent %zu bytes where %zu were expected (step %u, chunk %u): do "
                    "all ranks pass the same count, datatype and root?",
@@ -381,9 +380,7 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
     } else if (status != FC_SUCCESS) {
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));
-        /* the transport's own length check (its rendezvous) */
-        s->mismatch |= s->status == FC_SUCCESS && status == FC_ERR_INVALID_ARGUMENT &&
-                       !x->truncated;
+        s->truncated |= s->status == FC_SUCCESS && x->truncated;
         if (x->is_send == 2)
             sched_fail(s, status, "%s (%s): local step %u on the GPU failed: %s", s->coll_name,
                        s->algo_name, x->step,
@@ -397,7 +394,6 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));
         int sends = st->value == SV_SEND_COUNT;
-        s->mismatch |= s->status == FC_SUCCESS;
         sched_fail(s, FC_ERR_INVALID_ARGUMENT,
                    "%s: %s %s %llu bytes where this %s %llu: the counts (times the datatypes' "
                    "sizes) of a send and its receive must be equal",
@@ -570,7 +566,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
     s->base[R_SEND] = sendbuf;
     s->base[R_RECV] = recvbuf;
     s->status = FC_SUCCESS;
-    s->mismatch = 0;
+    s->truncated = 0;
     uint32_t n = s->nsteps;
     /* zero-length steps wait for chunked predecessors in full */
     /* a chunked edge needs data on both ends: with an empty step (or a

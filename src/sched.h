@@ -143,8 +143,9 @@ struct sched {
     uint32_t nxfer_blocks;
     uint32_t xfers_out;       /* posted, not completed */
     fc_result_t status;       /* first error */
-    uint8_t mismatch;         /* ... was a length or count mismatch on a transfer that
-                                 completed (the fabric itself is fine) */
+    uint8_t truncated;        /* ... was the fabric's truncation of a receive (a longer
+                                 message); any other FC_ERR_INVALID_ARGUMENT is a length
+                                 or count mismatch on a message that arrived whole */
     char errmsg[512];
     uint64_t progress_events; /* completions seen (for timeout accounting) */
 };

@@ -389,7 +389,7 @@ Test(sched, value_steps_check_counts)
         sched_release(&s[r]);
     cr_assert_eq(value_case(524292, 524288, s, &posted), -1);
     cr_assert_eq(s[1].status, FC_ERR_INVALID_ARGUMENT);
-    cr_assert(s[1].mismatch);
+    cr_assert(!s[1].truncated);
     cr_assert(!posted, "the step behind a failed check was posted");
     cr_assert(strstr(s[1].errmsg, "rank 0") && strstr(s[1].errmsg, "sends 524292 bytes") &&
                   strstr(s[1].errmsg, "expects 524288"),
