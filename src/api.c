@@ -366,23 +366,23 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
      * checked after this end's first chunk is through, so no receive is
      * left posted into the caller's buffer when it fails (this end's own
      * count may still be on its way: then the communicator is marked
-     * unusable, as after any error that leaves a transfer posted). Where
-     * only one end counts (the other
-     * has less than a chunk), the other's single message and the first
-     * chunk differ in length: the receiver fails at once, and a sending
-     * counter waits for a count that never comes (FC_TIMEOUT). */
+     * unusable, as after any error that leaves a transfer posted). The
+     * check does not wait for this end's own count: under FC_PROTO=rndv
+     * each end's count would wait for the other's receive of it. Where
+     * only one end counts (the other has less than a chunk), the other's
+     * single message and the first chunk differ in length: the receiver
+     * fails at once, and a sending counter waits for a count that never
+     * comes (FC_TIMEOUT). */
     int counted = comm->chunk > 0 && bytes >= comm->chunk;
     int st;
     if (counted) {
         size_t ch = comm->chunk;
-        int mine = sched_send_value(&r->s, peer, is_send ? 1 : 2, bytes,
-                                    is_send ? SV_SEND_COUNT : SV_RECV_COUNT);
+        sched_send_value(&r->s, peer, is_send ? 1 : 2, bytes,
+                         is_send ? SV_SEND_COUNT : SV_RECV_COUNT);
         st = is_send ? sched_send(&r->s, peer, 0, sbuf(R_SEND, 0), ch)
                      : sched_recv(&r->s, peer, 0, sbuf(R_RECV, 0), ch);
         int theirs = sched_expect_value(&r->s, peer, is_send ? 2 : 1, bytes,
                                         is_send ? SV_RECV_COUNT : SV_SEND_COUNT);
-        (void)mine; /* no wait for it: under FC_PROTO=rndv each end's count
-                       would wait for the other's receive of it */
         sched_dep(&r->s, theirs, st, 0);
         if (bytes > ch) {
             int rest = is_send ? sched_send(&r->s, peer, 3, sbuf(R_SEND, ch), bytes - ch)
