@@ -437,7 +437,6 @@ static void ix_send_done(struct xfer *ix, fc_result_t st, size_t len)
     struct pend *p = ix->owner;
     p->x->errmsg = ix->errmsg;
     struct xfer *x = p->x;
-    x->truncated = ix->truncated;
     struct gpu_tp *g = p->g;
     /* unlink: it is on the pending list as P_SEND_POSTED */
     unlink_pending(g, p);

@@ -494,15 +494,11 @@ static void try_issue(struct sched *s, uint32_t i)
             x->peer = -1;
             x->buf = lo.dst;
             rc = tp->ops->local(tp, &lo, x);
-        } else if (st->value) {
-            x->buf = x->is_send ? (void *)&st->val : (void *)&st->got;
-            rc = x->is_send ? tp->ops->send(tp, x->peer, x->tag, x->buf, x->len, x)
-                            : tp->ops->recv(tp, x->peer, x->tag, x->buf, x->len, x);
         } else if (x->is_send) {
-            x->buf = ptr_of(s, st->a, off);
+            x->buf = st->value ? (void *)&st->val : ptr_of(s, st->a, off);
             rc = tp->ops->send(tp, x->peer, x->tag, x->buf, x->len, x);
         } else {
-            x->buf = ptr_of(s, st->dst, off);
+            x->buf = st->value ? (void *)&st->got : ptr_of(s, st->dst, off);
             size_t plen = st->nchunks == 1 && st->post_len > x->len ? st->post_len : x->len;
             rc = tp->ops->recv(tp, x->peer, x->tag, x->buf, plen, x);
         }
