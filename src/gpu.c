@@ -332,6 +332,12 @@ fc_result_t gpu_ptr_info(const void *p, struct gpu_ptr *out)
     return FC_SUCCESS;
 }
 
+int gpu_on_device(const void *p)
+{
+    struct gpu_ptr g;
+    return gpu_ptr_info(p, &g) == FC_SUCCESS && g.kind != GPU_HOST;
+}
+
 fc_result_t gpu_stream_create(int device, gpu_stream_t **out)
 {
     struct gpu_stream *s = calloc(1, sizeof(*s));

@@ -36,6 +36,8 @@ struct gpu_ptr {
 int gpu_available(const char **why);
 /* Classifies p. Without CUDA everything is host memory. */
 fc_result_t gpu_ptr_info(const void *p, struct gpu_ptr *out);
+/* 1 when p is device or managed memory (0 for NULL, host and pinned host memory). */
+int gpu_on_device(const void *p);
 int gpu_device_count(void);
 
 typedef struct gpu_stream gpu_stream_t; /* a CUstream on a device's primary context */

@@ -401,11 +401,6 @@ static int kind_of(const void *p)
     return pi.kind;
 }
 
-static int on_device(const void *p)
-{
-    return kind_of(p) != GPU_HOST;
-}
-
 /* Straight to the fabric: host memory, and device memory in the gdr tier
  * (managed memory is always staged: providers register device memory).
  * 2: device memory, which early work on the GPU may still be using. */
@@ -636,8 +631,8 @@ static fc_result_t gt_local(struct transport *t, const struct local_op *lo, stru
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     p->x = x;
     p->len = lo->len;
-    int dd = on_device(lo->dst), da = on_device(lo->a);
-    int db = lo->kind == LOCAL_REDUCE ? on_device(lo->b) : dd;
+    int dd = gpu_on_device(lo->dst), da = gpu_on_device(lo->a);
+    int db = lo->kind == LOCAL_REDUCE ? gpu_on_device(lo->b) : dd;
     if (!dd && !da && !db) {
         /* all host memory: run it now, report it at the next progress */
         host_local(lo);

@@ -145,12 +145,6 @@ static int sq_flush(struct loop_ep *s)
 
 /* Delivers send (sender ep s, buffer, len, sx; sq when the sender's
  * completions are ordered) into receive r (at ep d). */
-static int on_gpu(const void *p)
-{
-    struct gpu_ptr g;
-    return gpu_available(NULL) && gpu_ptr_info(p, &g) == FC_SUCCESS && g.kind != GPU_HOST;
-}
-
 static fc_result_t deliver(struct loop_ep *s, struct xfer *sx, struct loop_sq *sq,
                            const void *sbuf, size_t slen, struct loop_ep *d, struct xfer *rx,
                            void *rbuf, size_t rlen)
@@ -162,7 +156,7 @@ static fc_result_t deliver(struct loop_ep *s, struct xfer *sx, struct loop_sq *s
         rst = FC_ERR_FABRIC;
         rx->errmsg = "message truncated (loopback: sender sent more than the receive posted)";
     }
-    if (n && (on_gpu(rbuf) || on_gpu(sbuf)))
+    if (n && (gpu_on_device(rbuf) || gpu_on_device(sbuf)))
         gpu_copy_sync(rbuf, sbuf, n); /* the device tier's direct path, in unit tests */
     else if (n)
         memcpy(rbuf, sbuf, n);
