@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,10 +228,8 @@ static fc_result_t reap(struct fc_request *r)
          * FC_TIMEOUT. */
         int keeps_comm = r->p2p && rc == FC_ERR_INVALID_ARGUMENT && !r->s.truncated &&
                          r->s.xfers_out == 0;
-        if (!keeps_comm && c->broken == FC_SUCCESS) {
-            c->broken = rc;
-            snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", msg);
-        }
+        if (!keeps_comm)
+            comm_break(c, rc, "%.500s", msg);
     }
     pthread_mutex_lock(&c->sh->lock);
     if (r->s.xfers_out > 0 && c->sh->failed == FC_SUCCESS) {
@@ -470,14 +469,27 @@ fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const 
     if (rc != FC_SUCCESS)
         return rc;
     rc = comm_order_after_caller(c, r);
-    if (rc != FC_SUCCESS) {
+    if (rc != FC_SUCCESS)
         comm_request_free(r);
-        return rc;
-    }
-    rc = comm_start(r, (void *)sendbuf, recvbuf, tb, NULL, 0);
+    else
+        rc = comm_start(r, (void *)sendbuf, recvbuf, tb, NULL, 0);
     if (rc == FC_SUCCESS)
         *out = r;
+    else /* its sequence number is taken: the peers wait for this call */
+        comm_break(c, rc, "a %s could not start: %.400s", coll_kind_name(a->kind), err_get());
     return rc;
+}
+
+int comm_break(struct fc_comm *c, fc_result_t rc, const char *fmt, ...)
+{
+    if (rc == FC_SUCCESS || c->broken != FC_SUCCESS)
+        return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->brokenmsg, sizeof(c->brokenmsg), fmt, ap);
+    va_end(ap);
+    c->broken = rc;
+    return 1;
 }
 
 /* ---- creation ------------------------------------------------------------- */

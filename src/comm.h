@@ -129,6 +129,13 @@ struct fc_request {
 };
 
 double comm_now(void);
+/* c is unusable from now on: every later call fails at once with rc and
+ * this message (printf-style). The first reason holds; 1 when this call
+ * broke it, 0 when it was broken before (or rc is FC_SUCCESS). For any
+ * failure that leaves this rank out of step with its peers (a sequence
+ * number taken, a transfer still posted). */
+int comm_break(struct fc_comm *c, fc_result_t rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The request's description for messages ("allreduce #7 (ring, ...)"). */
 const char *comm_request_desc(struct fc_request *r);
 

@@ -129,22 +129,16 @@ void comm_stream_finished(struct fc_request *r)
 {
     struct fc_comm *c = r->comm;
     struct comm_shared *sh = c->sh;
-    if (r->result != FC_SUCCESS && c->broken == FC_SUCCESS) {
-        c->broken = r->result;
-        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.200s (stream-ordered): %.280s",
-                 comm_request_desc(r), r->s.errmsg);
+    if (comm_break(c, r->result, "%.200s (stream-ordered): %.280s", comm_request_desc(r),
+                   r->s.errmsg))
         FC_WARN(LOG_COLL, "%s", c->brokenmsg);
-    }
     if (r->fused)
         fused_stream_done(r);
     if (r->lane) {
         /* the kernel leaves after the work posted so far */
         fc_result_t rc = gpu_tp_lane_close(r->lane);
-        if (rc != FC_SUCCESS && c->broken == FC_SUCCESS) {
-            c->broken = rc;
-            snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.200s: %.280s", comm_request_desc(r),
-                     err_get());
-        }
+        if (rc != FC_SUCCESS)
+            comm_break(c, rc, "%.200s: %.280s", comm_request_desc(r), err_get());
         r->lane = NULL;
     }
     FC_TRACE(LOG_COLL, "%s: finished (stream-ordered)", comm_request_desc(r));
@@ -437,21 +431,24 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     if (c->broken != FC_SUCCESS)
         return FC_ERR_QUIET(c->broken, "an earlier operation on this communicator failed: %s",
                             c->brokenmsg);
-    fc_result_t rc;
+    fc_result_t rc; /* the fused path takes device buffers only */
     if (a->kind == COLL_ALLREDUCE && fused_stream(c, a, sendbuf, recvbuf, stream, &rc))
         return rc;
+    /* refused before the call takes its sequence number, so that this rank
+     * stays in step: the plain call on the same buffers may follow, and
+     * joins the peers' stream-ordered call */
+    if (a->count > 0 && !gpu_on_device(sendbuf) && !gpu_on_device(recvbuf))
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "stream-ordered collectives take device buffers; these are host memory "
+                      "(use the plain call)");
     struct fc_request *r;
     uint64_t tb;
     rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
     if (rc != FC_SUCCESS)
         return rc;
-    if (!r->tp) {
+    if (!r->tp) { /* count 0 on host buffers: nothing to move, nothing to order (as NCCL) */
         comm_request_free(r);
-        if (a->count == 0) /* nothing to move, nothing to order (as NCCL) */
-            return FC_SUCCESS;
-        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
-                      "stream-ordered collectives take device buffers; these are host memory "
-                      "(use the plain call)");
+        return FC_SUCCESS;
     }
     int dev = c->gpu_device >= 0 ? c->gpu_device : 0;
     rc = gpu_event_get(dev, &r->ready);
@@ -471,6 +468,9 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
     }
     gpu_event_put(r->ready);
     comm_request_free(r);
+    /* its sequence number is taken: the peers wait for this call */
+    comm_break(c, rc, "a stream-ordered %s could not be queued: %.400s",
+               coll_kind_name(a->kind), err_get());
     return rc;
 }
 
@@ -719,10 +719,7 @@ static void fused_fail(struct fc_comm *c, struct fused *f, uint32_t seq, fc_resu
 {
     pthread_mutex_lock(&c->sh->lock);
     fused_retire_locked(f, seq);
-    if (rc != FC_SUCCESS && c->broken == FC_SUCCESS) {
-        c->broken = rc;
-        snprintf(c->brokenmsg, sizeof(c->brokenmsg), "%.500s", fc_last_error());
-    }
+    comm_break(c, rc, "%.500s", fc_last_error());
     pthread_mutex_unlock(&c->sh->lock);
 }
 

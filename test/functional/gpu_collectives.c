@@ -763,6 +763,31 @@ int main(void)
     FT_CHECK(&t, rc == FC_ERR_INVALID_ARGUMENT, "stream call on host buffers gave %s",
              fc_strerror(rc));
     FT_OK(&t, fc_comm_query(t.comm, &attr));
+    /* ... before the call takes its place in the communicator's sequence:
+     * rank 0 alone makes that mistake, then joins the others'
+     * stream-ordered allreduce with the plain call on the same host
+     * buffers (small: the fused kernel on the device ranks; large: staged).
+     * A refused call that kept its sequence number left rank 0 one call
+     * ahead, and this waited out FC_TIMEOUT */
+    static const size_t refused_n[] = {5, 50001};
+    for (int i = 0; i < 2; i++) {
+        size_t nn = refused_n[i];
+        prepare(AR, nn, FC_FLOAT32, FC_SUM, 0);
+        memset(h_out, 0x7b, nn * 4);
+        if (t.rank == 0) {
+            rc = fc_allreduce_stream(h_in, h_out, nn, FC_FLOAT32, FC_SUM, t.comm, st);
+            FT_CHECK(&t, rc == FC_ERR_INVALID_ARGUMENT,
+                     "stream call on host buffers on rank 0 alone gave %s", fc_strerror(rc));
+            FT_OK(&t, fc_allreduce(h_in, h_out, nn, FC_FLOAT32, FC_SUM, t.comm));
+        } else {
+            gu_to_device(d_a, h_in, nn * 4);
+            FT_OK(&t, fc_allreduce_stream(d_a, d_b, nn, FC_FLOAT32, FC_SUM, t.comm, st));
+            FT_CHECK(&t, gu_stream_sync(st) == 0, "synchronizing after the stream-ordered call");
+            gu_to_host(h_out, d_b, nn * 4);
+        }
+        verify(AR, nn, FC_FLOAT32, FC_SUM, 0, 0,
+               "rank 0 by the plain call on host buffers after its stream call was refused");
+    }
     gu_stream_destroy(st);
     gu_free(d_a);
     gu_free(d_b);
