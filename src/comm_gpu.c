@@ -56,9 +56,15 @@
 fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
                               struct fc_request *r)
 {
+    /* asked of CUDA on every call, not cached: 0.08 us for device memory,
+     * 0.2 us for host memory on an H200 node; a range's answer can change
+     * in place (cudaHostRegister) or when freed memory is mapped again */
     struct gpu_ptr ps, pr;
     gpu_ptr_info(sendbuf, &ps);
-    gpu_ptr_info(recvbuf, &pr);
+    if (recvbuf == sendbuf)
+        pr = ps; /* in place: one question */
+    else
+        gpu_ptr_info(recvbuf, &pr);
     int dev = -1;
     if (ps.kind != GPU_HOST)
         dev = ps.device;
