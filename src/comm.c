@@ -150,8 +150,13 @@ fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint6
     struct comm_shared *sh = r->comm->sh;
     pthread_mutex_lock(&sh->lock);
     fc_result_t rc = comm_start_locked(r, sendbuf, recvbuf, tagbase, desc, p2p);
-    if (rc != FC_SUCCESS)
+    if (rc != FC_SUCCESS) {
+        /* every caller has taken the call's place (its sequence number and
+         * tags): the peers wait for it, so this rank is out of step now */
+        comm_break(r->comm, rc, "%.200s could not start: %.280s", comm_request_desc(r),
+                   err_get());
         comm_request_free(r);
+    }
     pthread_mutex_unlock(&sh->lock);
     return rc;
 }
@@ -469,14 +474,15 @@ fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const 
     if (rc != FC_SUCCESS)
         return rc;
     rc = comm_order_after_caller(c, r);
-    if (rc != FC_SUCCESS)
+    if (rc != FC_SUCCESS) {
+        /* its sequence number is taken: the peers wait for this call */
+        comm_break(c, rc, "%.200s could not start: %.280s", comm_request_desc(r), err_get());
         comm_request_free(r);
-    else
-        rc = comm_start(r, (void *)sendbuf, recvbuf, tb, NULL, 0);
+        return rc;
+    }
+    rc = comm_start(r, (void *)sendbuf, recvbuf, tb, NULL, 0);
     if (rc == FC_SUCCESS)
         *out = r;
-    else /* its sequence number is taken: the peers wait for this call */
-        comm_break(c, rc, "a %s could not start: %.400s", coll_kind_name(a->kind), err_get());
     return rc;
 }
 
