@@ -332,12 +332,6 @@ fc_result_t gpu_ptr_info(const void *p, struct gpu_ptr *out)
     return FC_SUCCESS;
 }
 
-int gpu_on_device(const void *p)
-{
-    struct gpu_ptr g;
-    return gpu_ptr_info(p, &g) == FC_SUCCESS && g.kind != GPU_HOST;
-}
-
 fc_result_t gpu_stream_create(int device, gpu_stream_t **out)
 {
     struct gpu_stream *s = calloc(1, sizeof(*s));
@@ -1203,3 +1197,11 @@ fc_result_t gpu_stage_copy(int d, void *s, void *t, const void *f, void *p, size
 { (void)d; (void)s; (void)t; (void)f; (void)p; (void)l; (void)i; NOCUDA; }
 void gpu_pci_id(int d, char *b, size_t l) { (void)d; snprintf(b, l, "-"); }
 #endif
+
+/* Built either way: gpu_ptr_info answers GPU_HOST for every pointer where
+ * there is no CUDA, so callers outside the GPU files need no HAVE_CUDA. */
+int gpu_on_device(const void *p)
+{
+    struct gpu_ptr g;
+    return gpu_ptr_info(p, &g) == FC_SUCCESS && g.kind != GPU_HOST;
+}
