@@ -664,9 +664,28 @@ void sched_xfer_shapes(const struct sched *s, size_t chunk,
         const struct sched_step *st = &s->steps[i];
         if (!is_xfer(st) || st->len == 0)
             continue;
-        size_t c = chunk && chunk < st->len ? chunk : st->len;
+        int recv = st->op == SOP_RECV;
         uint32_t n = nchunks_of(st->len, chunk);
-        fn(arg, n == 1 && st->post_len > c ? st->post_len : c, n, st->op == SOP_RECV);
+        if (n == 1) {
+            fn(arg, st->post_len > st->len ? st->post_len : st->len, 1, recv);
+            continue;
+        }
+        /* The last chunk of a length that is not a multiple of the chunk
+         * is shorter, and a stager may hold a short chunk in a buffer of
+         * another kind than the full ones (gpu_tp: pinned buffers of 64 KiB
+         * for chunks up to 64 KiB, of the chunk size above). Reported as
+         * one chunk of its own length, it is set aside in its own kind; as
+         * one more full chunk, nothing of its kind was set aside, and a
+         * stream-ordered request, which may not allocate once its kernel
+         * runs, waited for ever for a buffer that no step would give back
+         * (every size whose steps end in a chunk of 64 KiB or less). */
+        size_t tail = st->len - (size_t)(n - 1) * chunk;
+        if (tail == chunk) {
+            fn(arg, chunk, n, recv);
+        } else {
+            fn(arg, chunk, n - 1, recv);
+            fn(arg, tail, 1, recv);
+        }
     }
 }
 

@@ -325,6 +325,48 @@ Test(sched, zero_length_steps_send_nothing)
     loop_fabric_destroy(f);
 }
 
+/* What a stager sets aside before a schedule starts: a step's last chunk,
+ * when shorter, is a shape of its own (a stream-ordered request on device
+ * buffers waited for ever for a short chunk's buffer that nothing had set
+ * aside, at every length not a multiple of the chunk). */
+struct shape_log {
+    size_t len[8];
+    uint32_t n[8];
+    int recv[8], k;
+};
+
+static void log_shape(void *arg, size_t len, uint32_t n, int recv)
+{
+    struct shape_log *l = arg;
+    cr_assert_lt(l->k, 8);
+    l->len[l->k] = len;
+    l->n[l->k] = n;
+    l->recv[l->k++] = recv;
+}
+
+Test(sched, xfer_shapes_report_a_short_last_chunk)
+{
+    struct sched s;
+    sched_init(&s, FC_FLOAT32, FC_SUM, 2);
+    sched_send(&s, 1, 0, sbuf(R_SEND, 0), 2 * 4096 + 4); /* 2 chunks + 4 bytes */
+    sched_recv(&s, 1, 1, sbuf(R_RECV, 0), 3 * 4096);     /* whole chunks */
+    sched_recv(&s, 1, 2, sbuf(R_RECV, 0), 100);          /* one chunk */
+    sched_send(&s, 1, 3, sbuf(R_SEND, 0), 0);            /* nothing to stage */
+    struct shape_log l = {.k = 0};
+    sched_xfer_shapes(&s, 4096, log_shape, &l);
+    cr_assert_eq(l.k, 4);
+    cr_assert(l.len[0] == 4096 && l.n[0] == 2 && !l.recv[0]);
+    cr_assert(l.len[1] == 4 && l.n[1] == 1 && !l.recv[1], "the last 4 bytes: %zu x %u",
+              l.len[1], l.n[1]);
+    cr_assert(l.len[2] == 4096 && l.n[2] == 3 && l.recv[2]);
+    cr_assert(l.len[3] == 100 && l.n[3] == 1 && l.recv[3]);
+    l.k = 0; /* no chunking: one shape a step */
+    sched_xfer_shapes(&s, 0, log_shape, &l);
+    cr_assert_eq(l.k, 3);
+    cr_assert(l.len[0] == 2 * 4096 + 4 && l.n[0] == 1);
+    sched_release(&s);
+}
+
 Test(sched, length_mismatch_is_an_error)
 {
     struct loop_fabric *f = loop_fabric_create(2, 0);
