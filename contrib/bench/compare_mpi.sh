@@ -6,8 +6,9 @@
 #   fabcoll over tcp        vs  Open MPI --mca btl self,tcp
 #                           and Open MPI --mca pml cm --mca mtl ofi (FI_PROVIDER=tcp:
 #                               the same libfabric provider fabcoll uses)
-# The MPI side is contrib/bench/mpi_bench.c: the same loop as fc_perf (float
-# buffers, warm-up, the slowest rank's time per iteration, the median).
+# The MPI side is contrib/bench/mpi_bench.c, timed as fc_perf times by
+# default (nccl-tests' method: warm-up, a barrier, N calls back to back,
+# total/N, the largest over ranks).
 # Configurations are interleaved round by round so that machine noise hits
 # both sides alike. Prints busbw per size for every configuration, the
 # fabcoll/MPI ratios, 8-byte latencies, the seed article's latency table,

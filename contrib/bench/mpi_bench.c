@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The MPI side of the side-by-side comparison: the same loop as fc_perf
- * (float buffers, warm-up, each iteration timed, the slowest rank's time
- * per iteration, the median), with MPI_Allreduce / MPI_Bcast, printing
- * fc_perf's CSV columns so the two can be joined row by row.
- *   mpirun -n 2 mpi_bench -C allreduce,bcast -b 8 -e 32M -f 2 -n 20 -w 5 -l LABEL
+ * The MPI side of the side-by-side comparison, timed as fc_perf times by
+ * default (nccl-tests' method): float buffers, warm-up calls, then a
+ * barrier and N calls back to back timed as one interval, total/N, the
+ * largest over ranks; with -R R, R such blocks and their median. Calls
+ * MPI_Allreduce / MPI_Bcast and prints fc_perf's CSV columns (time_us the
+ * maximum over ranks, min_us the smallest, avg_us the mean, max_us again)
+ * so the two can be joined row by row.
+ *   mpirun -n 2 mpi_bench -C allreduce,bcast -b 8 -e 32M -f 2 -n 20 -w 5 [-R 1] -l LABEL
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -25,10 +28,12 @@ static size_t parse_size(const char *s)
     return (size_t)v;
 }
 
-static int cmp(const void *a, const void *b)
+static void one_call(int is_bcast, float *sb, float *rb, int count)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    if (is_bcast)
+        MPI_Bcast(rb, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    else
+        MPI_Allreduce(sb, rb, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
 int main(int argc, char **argv)
@@ -39,10 +44,10 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     size_t minb = 8, maxb = 32u << 20;
     double factor = 2;
-    int iters = 20, warm = 5;
+    int iters = 20, warm = 5, reps = 1;
     const char *colls = "allreduce", *label = "mpi";
     int c;
-    while ((c = getopt(argc, argv, "C:b:e:f:n:w:l:")) != -1) {
+    while ((c = getopt(argc, argv, "C:b:e:f:n:w:R:l:")) != -1) {
         switch (c) {
         case 'C': colls = optarg; break;
         case 'b': minb = parse_size(optarg); break;
@@ -50,45 +55,63 @@ int main(int argc, char **argv)
         case 'f': factor = atof(optarg); break;
         case 'n': iters = atoi(optarg); break;
         case 'w': warm = atoi(optarg); break;
+        case 'R': reps = atoi(optarg); break;
         case 'l': label = optarg; break;
         default: MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
+    if (iters < 1 || warm < 0 || reps < 1)
+        MPI_Abort(MPI_COMM_WORLD, 2);
     float *sb = malloc(maxb + 64), *rb = malloc(maxb + 64);
     memset(sb, 0, maxb + 64);
     memset(rb, 0, maxb + 64);
-    double *t = malloc(sizeof(double) * (size_t)iters), *tm = malloc(sizeof(double) * (size_t)iters);
+    /* per block: the time per call, and its negation (one MPI_MAX gives the
+     * largest and the smallest over ranks); then the sum for the mean */
+    double *t = malloc(sizeof(double) * 2 * (size_t)reps);
+    double *tm = malloc(sizeof(double) * 2 * (size_t)reps);
+    double *ts = malloc(sizeof(double) * (size_t)reps);
     if (rank == 0)
         printf("collective,ranks,provider,size,count,type,op,root,time_us,min_us,avg_us,"
-               "algbw_GBps,busbw_GBps,wrong\n");
+               "algbw_GBps,busbw_GBps,wrong,max_us\n");
     char buf[128];
     snprintf(buf, sizeof(buf), "%s", colls);
     for (char *coll = strtok(buf, ","); coll; coll = strtok(NULL, ",")) {
         int is_bcast = strcmp(coll, "bcast") == 0;
         for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)(bytes * factor)) {
             int count = (int)(bytes / 4);
-            for (int i = 0; i < warm + iters; i++) {
+            for (int i = 0; i < warm; i++)
+                one_call(is_bcast, sb, rb, count);
+            for (int b = 0; b < reps; b++) {
+                MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
-                if (is_bcast)
-                    MPI_Bcast(rb, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-                else
-                    MPI_Allreduce(sb, rb, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-                if (i >= warm)
-                    t[i - warm] = MPI_Wtime() - t0;
+                for (int i = 0; i < iters; i++)
+                    one_call(is_bcast, sb, rb, count);
+                t[2 * b] = (MPI_Wtime() - t0) / iters;
+                t[2 * b + 1] = -t[2 * b];
+                ts[b] = t[2 * b];
             }
-            MPI_Allreduce(t, tm, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            double avg = 0;
-            for (int i = 0; i < iters; i++)
-                avg += tm[i] / iters;
-            qsort(tm, (size_t)iters, sizeof(double), cmp);
-            double med = iters % 2 ? tm[iters / 2] : 0.5 * (tm[iters / 2 - 1] + tm[iters / 2]);
+            MPI_Allreduce(t, tm, 2 * reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, ts, reps, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            /* the median block by its largest time over ranks */
+            int *ord = malloc(sizeof(int) * (size_t)reps);
+            for (int b = 0; b < reps; b++)
+                ord[b] = b;
+            for (int i = 1; i < reps; i++) /* insertion sort: reps is small */
+                for (int j = i; j > 0 && tm[2 * ord[j]] < tm[2 * ord[j - 1]]; j--) {
+                    int x = ord[j];
+                    ord[j] = ord[j - 1];
+                    ord[j - 1] = x;
+                }
+            int m = ord[reps / 2];
+            free(ord);
+            double med = tm[2 * m], mn = -tm[2 * m + 1], avg = ts[m] / n;
             double algbw = (double)count * 4 / med / 1e9;
             double bus = is_bcast ? algbw : algbw * 2.0 * (n - 1) / n;
             if (rank == 0)
-                printf("%s,%d,%s,%zu,%d,float32,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,0\n",
+                printf("%s,%d,%s,%zu,%d,float32,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,0,%.3f\n",
                        is_bcast ? "bcast" : "allreduce", n, label, (size_t)count * 4, count,
-                       is_bcast ? "-" : "sum", is_bcast ? "0" : "-", med * 1e6, tm[0] * 1e6,
-                       avg * 1e6, algbw, bus);
+                       is_bcast ? "-" : "sum", is_bcast ? "0" : "-", med * 1e6, mn * 1e6,
+                       avg * 1e6, algbw, bus, med * 1e6);
             if ((size_t)(bytes * factor) <= bytes)
                 break;
         }
@@ -97,6 +120,7 @@ int main(int argc, char **argv)
     free(rb);
     free(t);
     free(tm);
+    free(ts);
     MPI_Finalize();
     return 0;
 }

@@ -2,7 +2,10 @@
 /*
  * The NCCL side of the GPU comparison: one process driving every visible
  * GPU with ncclCommInitAll (a group call per iteration), float32, the same
- * sweep, median-of-iterations timing and CSV columns as fc_perf.
+ * sweep and CSV columns as fc_perf, timed as nccl-tests and fc_perf time:
+ * warm-up calls, then N calls back to back, every stream synchronized at
+ * the end, total/N (one process: no barrier is needed, and every GPU's
+ * time is the same interval).
  *   nccl_bench -C allreduce,bcast -b 8 -e 512M -f 2 -n 20 -w 5 -l LABEL
  * Build: cc -O2 nccl_bench.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lnccl -lcudart
  */
@@ -27,12 +30,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static size_t parse_size(const char *s)
@@ -87,8 +84,15 @@ int main(int argc, char **argv)
         int bc = !strcmp(coll, "bcast");
         for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)(bytes * f)) {
             size_t count = bytes / 4;
+            double t0 = 0;
             for (int i = 0; i < warm + iters; i++) {
-                double t0 = now();
+                if (i == warm) {
+                    for (int d = 0; d < n; d++) {
+                        CK(cudaSetDevice(d));
+                        CK(cudaStreamSynchronize(st[d]));
+                    }
+                    t0 = now();
+                }
                 CK(ncclGroupStart());
                 for (int d = 0; d < n; d++) {
                     if (bc)
@@ -97,18 +101,13 @@ int main(int argc, char **argv)
                         CK(ncclAllReduce(sb[d], rb[d], count, ncclFloat, ncclSum, comm[d], st[d]));
                 }
                 CK(ncclGroupEnd());
-                for (int d = 0; d < n; d++) {
-                    CK(cudaSetDevice(d));
-                    CK(cudaStreamSynchronize(st[d]));
-                }
-                if (i >= warm)
-                    t[i - warm] = now() - t0;
             }
-            double avg = 0;
-            for (int i = 0; i < iters; i++)
-                avg += t[i] / iters;
-            qsort(t, iters, sizeof(double), cmp);
-            double med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+            for (int d = 0; d < n; d++) {
+                CK(cudaSetDevice(d));
+                CK(cudaStreamSynchronize(st[d]));
+            }
+            double med = (now() - t0) / iters, avg = med;
+            t[0] = med;
             double alg = count * 4.0 / med / 1e9, bus = bc ? alg : alg * 2.0 * (n - 1) / n;
             printf("%s,%d,%s,%zu,%zu,float32,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,0\n",
                    bc ? "bcast" : "allreduce", n, label, count * 4, count, bc ? "-" : "sum",

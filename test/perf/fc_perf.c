@@ -3,9 +3,18 @@
  * fc_perf: nccl-tests-style sweep of fabcoll's collectives, written
  * against the public API only. Run it under a launcher:
  *   fc_run -n 4 fc_perf -b 8 -e 256M -f 2
- * Times are medians over the measured iterations of the slowest rank's
- * time for each iteration; algbw = size / time; busbw = algbw x the
- * collective's bus factor (nccl-tests' definitions).
+ * Times are measured as nccl-tests measures them: per size, warm-up calls,
+ * a barrier, then N calls back to back timed as one interval on every rank;
+ * a rank's time per call is that interval / N, and the time reported is the
+ * largest over the ranks (with -R, the median of R such blocks). --latency
+ * measures as OSU's latency tests do instead: a barrier before every call,
+ * each rank timing only the call; a rank's times are averaged over the
+ * iterations, and the average over ranks is reported with the smallest and
+ * largest. Timing each call alone without a barrier between calls (what
+ * fc_perf once did) lets a broadcast's root run ahead, so that receivers find
+ * their data already there, and measures neither latency nor bandwidth.
+ * algbw = size / time; busbw = algbw x the collective's bus factor
+ * (nccl-tests' definitions).
  */
 #define _GNU_SOURCE
 #include <fabcoll.h>
@@ -26,9 +35,18 @@ static const char usage[] =
     "Usage: fc_run -n N fc_perf [options]\n"
     "\n"
     "Sweeps message sizes for fabcoll collectives and prints, per size, the\n"
-    "median time and the algorithm and bus bandwidths as nccl-tests defines\n"
-    "them (busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n for allgather,\n"
-    "reduce_scatter and alltoall, 1 for broadcast and reduce).\n"
+    "time per call and the algorithm and bus bandwidths as nccl-tests defines\n"
+    "them (algbw = size / time; busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n\n"
+    "for allgather, reduce_scatter and alltoall, 1 for broadcast and reduce).\n"
+    "\n"
+    "Time, by default as nccl-tests measures it: per size, the warm-up calls,\n"
+    "a barrier, then N calls back to back timed as one interval on every rank;\n"
+    "a rank's time per call is that interval / N, and the time printed is the\n"
+    "maximum over ranks (with -R R, the median of R such blocks, each a barrier\n"
+    "and N calls). With --latency, as OSU's latency tests measure it: a barrier\n"
+    "before every call, each rank timing only the call; each rank's times are\n"
+    "averaged over the N calls, and the average over ranks is printed with the\n"
+    "smallest and the largest rank's (avg, min, max).\n"
     "\n"
     "Options:\n"
     "  -C, --coll LIST       collectives, comma separated (default allreduce):\n"
@@ -38,8 +56,14 @@ static const char usage[] =
     "  -e, --maxbytes SIZE   largest size (default 32M)\n"
     "  -f, --stepfactor F    multiply the size by F each step (default 2)\n"
     "  -i, --stepbytes SIZE  add SIZE each step instead of multiplying\n"
-    "  -n, --iters N         measured iterations per size (default 20)\n"
-    "  -w, --warmup N        warm-up iterations per size (default 5)\n"
+    "  -n, --iters N         calls per timed block, N (default 20); with --latency\n"
+    "                        the timed calls, each after its barrier\n"
+    "  -w, --warmup N        untimed warm-up calls per size (default 5)\n"
+    "  -R, --repeats R       timed blocks per size; the median block is printed\n"
+    "                        (default 1)\n"
+    "  -l, --latency         OSU's method: a barrier before every timed call; the\n"
+    "                        average over ranks of each rank's mean time per call,\n"
+    "                        with the minimum and maximum over ranks\n"
     "  -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 float16 bfloat16\n"
     "                        float32 float64 (default float32)\n"
     "  -o, --op OP           sum prod min max avg (default sum)\n"
@@ -51,10 +75,12 @@ static const char usage[] =
     "  -S, --stream          with -D cuda: the stream-ordered twins (fc_allreduce_stream\n"
     "                        ...) on a stream of fc_perf's own, each call followed by\n"
     "                        cuStreamSynchronize: the time until the result is there\n"
-    "                        (allreduce bcast reduce allgather reduce_scatter)\n"
+    "                        (allreduce bcast reduce allgather reduce_scatter); a timed\n"
+    "                        block or call ends with its synchronize\n"
     "  -B, --batch N         with -S: N calls queued on the stream before each\n"
-    "                        synchronize, as a training step queues them; times are\n"
-    "                        per call (a batch's time / N). Default 1\n"
+    "                        synchronize, as a training step queues them; -n counts\n"
+    "                        batches, and times are per call (a batch's time / N).\n"
+    "                        Default 1\n"
     "  -H, --host-buffer SIDE  with -D cuda: mixed calls, the SIDE buffer (send or\n"
     "                        recv) in pageable host memory and the other on the GPU\n"
     "                        (not with -I). With -S a rank needs one buffer on the GPU:\n"
@@ -63,12 +89,13 @@ static const char usage[] =
     "                        (send:pinned, recv:pinned) puts it in page-locked host\n"
     "                        memory (cuMemHostAlloc) instead\n"
     "  -c, --check           check every result against closed-form values\n"
-    "                        (#wrong column; exit 1 if any is wrong)\n"
+    "                        (#wrong column; exit 1 if any is wrong): one untimed\n"
+    "                        call per size, before its warm-up\n"
     "      --csv             comma-separated output\n"
     "      --json            one JSON object per line\n"
     "      --table           the seed article's table instead of a sweep: allreduce\n"
     "                        latency (ms) at 256 KiB, 1 MiB and 16 MiB on this run's\n"
-    "                        provider (-d, -o, -n, -w, -D and -c apply)\n"
+    "                        provider (-d, -o, -n, -w, -R, -l, -D and -c apply)\n"
     "      --table-file FILE keep the table's rows in FILE (implies --table): each\n"
     "                        run adds or replaces the row of its provider, then the\n"
     "                        rows of every provider measured at the same rank count,\n"
@@ -84,7 +111,10 @@ static const char usage[] =
     "\n"
     "Sizes are nccl-tests' sizes: the bytes of one rank's buffer for allreduce,\n"
     "bcast and reduce; the whole receive (allgather) or send (reduce_scatter,\n"
-    "alltoall) buffer of n blocks for the others.\n";
+    "alltoall) buffer of n blocks for the others.\n"
+    "\n"
+    "--csv columns: time_us is the time printed; min_us, avg_us and max_us are\n"
+    "the smallest, mean and largest rank's time per call (of the median block).\n";
 
 enum coll { ALLREDUCE, BCAST, REDUCE, ALLGATHER, REDUCE_SCATTER, ALLTOALL, BARRIER, NCOLL };
 static const char *coll_names[NCOLL] = {"allreduce", "bcast",    "reduce", "allgather",
@@ -123,12 +153,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* one rank's input at element i (small integers: exact in every type) */
@@ -217,6 +241,8 @@ struct opts {
     double factor;
     int iters, warmup, root, inplace, check, csv, json, cuda, stream, table;
     int batch; /* -S: calls queued per synchronize */
+    int repeats; /* -R: timed blocks per size, the median printed */
+    int latency; /* -l: OSU's method, a barrier before every timed call */
     int host_side; /* -H: 1 the send buffer, 2 the receive buffer in host memory */
     int host_pinned; /* -H SIDE:pinned: that buffer page-locked by CUDA */
     const char *table_file;
@@ -377,46 +403,138 @@ static long check_host(enum coll c, char *sb, char *rb, size_t count, const stru
     return wrong;
 }
 
-/* Runs warm-up and measured iterations of one size; the median (and mean)
- * over iterations of the slowest rank's time, and the wrong elements of a
- * checked run (all ranks). Returns nonzero, said on stderr, on a failure. */
-static int measure(enum coll c, size_t count, size_t real, char *sb, char *rb,
-                   const struct opts *o, fc_comm_t comm, int rank, int n, double *times,
-                   double *med, double *avg, long *wrong)
+/* The time per call of one size: the figure printed (nccl-tests' maximum
+ * over ranks, or with --latency OSU's average over ranks) and the smallest,
+ * mean and largest rank's time per call, all of the block printed. */
+struct timing {
+    double time, min, avg, max;
+};
+
+/* One sentence on how fc_perf times, for the headers. */
+static void method_desc(const struct opts *o, char *buf, size_t len)
 {
-    int failed = 0;
-    for (int w = 0; w < o->warmup && !failed; w++)
-        failed = run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS;
-    for (int it = 0; it < o->iters && !failed; it++) {
+    const int per = o->stream ? o->batch : 1; /* calls per run_once */
+    char unit[48] = "call", sync[128] = "", blocks[96] = "";
+    if (per > 1)
+        snprintf(unit, sizeof(unit), "batch of %d calls", per);
+    if (o->stream)
+        snprintf(sync, sizeof(sync), "; stream-ordered calls, a stream synchronize after each %s",
+                 unit);
+    if (o->repeats > 1 && o->latency)
+        snprintf(blocks, sizeof(blocks), "; median of %d blocks of %d iterations", o->repeats,
+                 o->iters);
+    else if (o->repeats > 1)
+        snprintf(blocks, sizeof(blocks), "; median of %d blocks (each barrier + N calls)",
+                 o->repeats);
+    if (o->latency)
+        snprintf(buf, len,
+                 "OSU latency: barrier before each %s, per-call time averaged over %d "
+                 "iterations and over ranks (avg; min and max over ranks)%s%s",
+                 unit, o->iters, sync, blocks);
+    else
+        snprintf(buf, len,
+                 "nccl-tests method: barrier, then N = %d back-to-back calls, total/N, maximum "
+                 "over ranks%s%s",
+                 o->iters * per, sync, blocks);
+}
+
+/* One timed block on this rank: its time per call in *t. nccl-tests'
+ * method: the ranks leave a barrier together, then o->iters calls back to
+ * back are one interval (with -S each run_once ends with its stream
+ * synchronize, so the interval ends once the last result is there). OSU's:
+ * a barrier before every call and only the call timed. Returns nonzero on a
+ * failure, *in_barrier saying whether the barrier failed. */
+static int time_block(enum coll c, size_t count, char *sb, char *rb, const struct opts *o,
+                      fc_comm_t comm, int rank, int n, double *t, int *in_barrier)
+{
+    const double calls = (double)o->iters * (o->stream ? o->batch : 1);
+    double sum = 0;
+    if (!o->latency) {
+        if ((*in_barrier = fc_barrier(comm) != FC_SUCCESS))
+            return 1;
         double t0 = now();
-        failed = run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS;
-        times[it] = (now() - t0) / (o->stream ? o->batch : 1);
+        for (int it = 0; it < o->iters; it++)
+            if (run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
+                return 1;
+        *t = (now() - t0) / calls;
+        return 0;
     }
-    if (failed) {
-        fprintf(stderr, "fc_perf: rank %d: %s of %zu bytes failed: %s\n", rank, coll_names[c],
-                real, fc_last_error());
-        return 1;
+    for (int it = 0; it < o->iters; it++) {
+        if ((*in_barrier = fc_barrier(comm) != FC_SUCCESS))
+            return 1;
+        double t0 = now();
+        if (run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
+            return 1;
+        sum += now() - t0;
     }
-    /* the slowest rank's time for each iteration */
-    if (fc_allreduce(times, times, (size_t)o->iters, FC_FLOAT64, FC_MAX, comm) != FC_SUCCESS) {
-        fprintf(stderr, "fc_perf: %s\n", fc_last_error());
-        return 1;
-    }
-    *avg = 0;
-    for (int it = 0; it < o->iters; it++)
-        *avg += times[it] / o->iters;
-    qsort(times, (size_t)o->iters, sizeof(double), cmp_double);
-    *med = o->iters % 2 ? times[o->iters / 2]
-                        : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
+    *t = sum / calls;
+    return 0;
+}
+
+/* Runs one size: with -c first one checked call (the wrong elements of all
+ * ranks in *wrong), then the warm-up calls, then o->repeats timed blocks.
+ * The ranks' times per call meet outside the timed blocks, in allreduces
+ * over comm itself, and the median block's timing is returned in *res.
+ * blk: 4 x o->repeats doubles. Returns nonzero, said on stderr, on a
+ * failure. */
+static int measure(enum coll c, size_t count, size_t real, char *sb, char *rb,
+                   const struct opts *o, fc_comm_t comm, int rank, int n, double *blk,
+                   struct timing *res, long *wrong)
+{
+    const int nb = o->repeats;
     *wrong = 0;
     /* products of up to 3^n overflow the 8-bit and half types */
     int checkable = !(o->op == FC_PROD &&
                       (o->dt <= FC_UINT8 || o->dt == FC_FLOAT16 || o->dt == FC_BFLOAT16));
     if (o->check && checkable) {
         int64_t w64 = check_once(c, sb, rb, count, o, comm, rank, n);
-        fc_allreduce(&w64, &w64, 1, FC_INT64, FC_SUM, comm);
+        if (fc_allreduce(&w64, &w64, 1, FC_INT64, FC_SUM, comm) != FC_SUCCESS) {
+            fprintf(stderr, "fc_perf: %s\n", fc_last_error());
+            return 1;
+        }
         *wrong = (long)w64;
     }
+    int failed = 0, in_barrier = 0;
+    for (int w = 0; w < o->warmup && !failed; w++)
+        failed = run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS;
+    for (int b = 0; b < nb && !failed; b++)
+        failed = time_block(c, count, sb, rb, o, comm, rank, n, &blk[b], &in_barrier);
+    if (failed) {
+        fprintf(stderr, "fc_perf: rank %d: %s%s of %zu bytes failed: %s\n", rank,
+                in_barrier ? "the barrier before a timed " : "", coll_names[c], real,
+                fc_last_error());
+        return 1;
+    }
+    /* over ranks: the largest and (negated) smallest time in one FC_MAX,
+     * the sum in one FC_SUM */
+    double *mx = blk + nb, *sum = blk + 3 * nb;
+    for (int b = 0; b < nb; b++) {
+        mx[b] = blk[b];
+        mx[nb + b] = -blk[b];
+        sum[b] = blk[b];
+    }
+    if (fc_allreduce(mx, mx, 2 * (size_t)nb, FC_FLOAT64, FC_MAX, comm) != FC_SUCCESS ||
+        fc_allreduce(sum, sum, (size_t)nb, FC_FLOAT64, FC_SUM, comm) != FC_SUCCESS) {
+        fprintf(stderr, "fc_perf: %s\n", fc_last_error());
+        return 1;
+    }
+    /* the median block by the figure printed (the lower middle one of an
+     * even count): the block with (nb - 1) / 2 blocks before it in order */
+    double *shown = blk; /* this rank's own times are no longer needed */
+    for (int b = 0; b < nb; b++)
+        shown[b] = o->latency ? sum[b] / n : mx[b];
+    int m = 0;
+    for (int b = 0; b < nb; b++) {
+        int before = 0;
+        for (int k = 0; k < nb; k++)
+            before += shown[k] < shown[b] || (shown[k] == shown[b] && k < b);
+        if (before == (nb - 1) / 2)
+            m = b;
+    }
+    res->time = shown[m];
+    res->max = mx[m];
+    res->min = -mx[nb + m];
+    res->avg = sum[m] / n;
     return 0;
 }
 
@@ -530,10 +648,12 @@ static void table_print(const struct table_row *rows, int nrows, const struct ta
             printf(",%s_ms", cols[i]->prov);
         printf("%s\n", nc > 1 ? ",speedup" : "");
     } else {
+        char how[512];
+        method_desc(o, how, sizeof(how));
         printf("# fc_perf --table: allreduce latency (ms), %s %s, %d ranks on %d node(s), %s "
-               "buffers, median of the slowest rank per iteration%s\n",
+               "buffers%s\n# time: %s\n",
                dt_names[o->dt], op_names[o->op], mine->ranks, mine->nodes, mine->bufs,
-               nc > 1 ? "; the other columns are earlier runs kept in the table file" : "");
+               nc > 1 ? "; the other columns are earlier runs kept in the table file" : "", how);
         printf("# %8s", "message");
         for (int i = 0; i < nc; i++)
             printf(" | %12.12s", cols[i]->prov);
@@ -559,7 +679,7 @@ static void table_print(const struct table_row *rows, int nrows, const struct ta
 }
 
 static int run_table(char *sb, char *rb, const struct opts *o, fc_comm_t comm, int rank, int n,
-                     const fc_comm_attr_t *attr, double *times)
+                     const fc_comm_attr_t *attr, double *blk)
 {
     struct table_row mine;
     memset(&mine, 0, sizeof(mine));
@@ -577,12 +697,11 @@ static int run_table(char *sb, char *rb, const struct opts *o, fc_comm_t comm, i
     long wrong_total = 0;
     for (int k = 0; k < 3; k++) {
         size_t count = table_sizes[k] / es;
-        double med, avg;
+        struct timing tm;
         long wrong;
-        if (measure(ALLREDUCE, count, count * es, sb, rb, o, comm, rank, n, times, &med, &avg,
-                    &wrong))
+        if (measure(ALLREDUCE, count, count * es, sb, rb, o, comm, rank, n, blk, &tm, &wrong))
             return 1;
-        mine.us[k] = med * 1e6;
+        mine.us[k] = tm.time * 1e6;
         wrong_total += wrong;
     }
     if (rank != 0)
@@ -657,7 +776,7 @@ static void free_buffers(const struct opts *o, char *sb, char *rb)
 int main(int argc, char **argv)
 {
     struct opts o = {.minb = 8, .maxb = 32u << 20, .factor = 2, .iters = 20, .warmup = 5,
-                     .batch = 1, .dt = FC_FLOAT32, .op = FC_SUM};
+                     .batch = 1, .repeats = 1, .dt = FC_FLOAT32, .op = FC_SUM};
     const char *algo = NULL, *collist = "allreduce";
     static const struct option lo[] = {
         {"coll", required_argument, NULL, 'C'},      {"minbytes", required_argument, NULL, 'b'},
@@ -671,9 +790,10 @@ int main(int argc, char **argv)
         {"batch", required_argument, NULL, 'B'},    {"host-buffer", required_argument, NULL, 'H'},
         {"json", no_argument, NULL, 2},              {"help", no_argument, NULL, 'h'},
         {"table", no_argument, NULL, 3},             {"table-file", required_argument, NULL, 4},
+        {"repeats", required_argument, NULL, 'R'},  {"latency", no_argument, NULL, 'l'},
         {NULL, 0, NULL, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:SB:H:h", lo, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:SB:H:R:lh", lo, NULL)) != -1) {
         switch (ch) {
         case 'C': collist = optarg; break;
         case 'b':
@@ -688,6 +808,8 @@ int main(int argc, char **argv)
             break;
         case 'n': o.iters = atoi(optarg); break;
         case 'w': o.warmup = atoi(optarg); break;
+        case 'R': o.repeats = atoi(optarg); break;
+        case 'l': o.latency = 1; break;
         case 'd': {
             int v = lookup(optarg, dt_names, 10);
             if (v < 0) goto bad;
@@ -737,7 +859,8 @@ int main(int argc, char **argv)
         default: goto bad;
         }
     }
-    if (o.iters < 1 || o.batch < 1 || (o.factor <= 1 && !o.stepb) || o.minb > o.maxb)
+    if (o.iters < 1 || o.warmup < 0 || o.batch < 1 || o.repeats < 1 ||
+        (o.factor <= 1 && !o.stepb) || o.minb > o.maxb)
         goto bad;
     if (o.batch > 1 && !o.stream) {
         fprintf(stderr, "fc_perf: -B (calls per synchronize) needs -S\n");
@@ -831,7 +954,7 @@ int main(int argc, char **argv)
                 o.cuda ? " of GPU memory" : "");
         return 1;
     }
-    double *times = malloc(sizeof(double) * (size_t)o.iters);
+    double *times = malloc(sizeof(double) * 4 * (size_t)o.repeats); /* measure's blk */
     if (!times) {
         fprintf(stderr, "fc_perf: out of memory\n");
         return 1;
@@ -845,9 +968,13 @@ int main(int argc, char **argv)
     }
     static const char *tiers[] = {"shm", "net", "rdma", "gdr"};
     long total_wrong = 0;
+    char how[512], reps[32] = "";
+    method_desc(&o, how, sizeof(how));
+    if (o.repeats > 1)
+        snprintf(reps, sizeof(reps), "%d x ", o.repeats);
     if (rank == 0 && !o.csv && !o.json)
         printf("# fc_perf: %d ranks on %d node(s), provider %s (tier %s), %s %s%s, %s buffers%s%s, "
-               "%d iterations after %d warm-up, median of the slowest rank per iteration\n",
+               "%d warm-up and %s%d timed %s per size\n# time: %s\n",
                n, attr.nnodes, attr.provider, tiers[attr.tier & 3], dt_names[o.dt],
                op_names[o.op], o.inplace ? ", in place" : "",
                !o.cuda              ? "host"
@@ -861,16 +988,19 @@ int main(int argc, char **argv)
                                          "queued before a synchronize)"
                                        : ", stream-ordered calls")
                         : "",
-               o.iters, o.warmup);
+               o.warmup, reps, o.iters, o.stream && o.batch > 1 ? "batches" : "calls", how);
     if (rank == 0 && o.csv)
         printf("collective,ranks,provider,size,count,type,op,root,time_us,min_us,avg_us,"
-               "algbw_GBps,busbw_GBps,wrong\n");
+               "algbw_GBps,busbw_GBps,wrong,max_us\n");
     for (int ci = 0; ci < o.ncolls; ci++) {
         enum coll c = (enum coll)o.colls[ci];
-        if (rank == 0 && !o.csv && !o.json)
-            printf("#\n# %s\n# %12s %12s %8s %6s %5s %11s %11s %11s %7s\n", coll_names[c],
-                   "size(B)", "count", "type", "redop", "root", "time(us)", "algbw(GB/s)",
-                   "busbw(GB/s)", "#wrong");
+        if (rank == 0 && !o.csv && !o.json) {
+            printf("#\n# %s\n# %12s %12s %8s %6s %5s %11s", coll_names[c], "size(B)", "count",
+                   "type", "redop", "root", o.latency ? "avg(us)" : "time(us)");
+            if (o.latency)
+                printf(" %11s %11s", "min(us)", "max(us)");
+            printf(" %11s %11s %7s\n", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+        }
         for (size_t bytes = o.minb; bytes <= o.maxb;) {
             size_t count = bytes / es;
             if (c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL)
@@ -880,12 +1010,12 @@ int main(int argc, char **argv)
             size_t real = c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL
                               ? count * (size_t)n * es
                               : count * es;
-            double med, avg;
+            struct timing tm;
             long wrong;
-            if (measure(c, count, real, sb, rb, &o, comm, rank, n, times, &med, &avg, &wrong))
+            if (measure(c, count, real, sb, rb, &o, comm, rank, n, times, &tm, &wrong))
                 return 1;
             total_wrong += wrong;
-            double algbw = med > 0 ? (double)real / med / 1e9 : 0;
+            double algbw = tm.time > 0 ? (double)real / tm.time / 1e9 : 0;
             double busbw = algbw * bus_factor(c, n);
             if (rank == 0) {
                 const char *rootstr = (c == BCAST || c == REDUCE) ? "" : "-";
@@ -897,19 +1027,25 @@ int main(int argc, char **argv)
                                         ? op_names[o.op]
                                         : "-";
                 if (o.csv)
-                    printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,%ld\n",
+                    printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,%ld,%.3f\n",
                            coll_names[c], n, attr.provider, real, count, dt_names[o.dt], opstr,
-                           rootstr, med * 1e6, times[0] * 1e6, avg * 1e6, algbw, busbw, wrong);
+                           rootstr, tm.time * 1e6, tm.min * 1e6, tm.avg * 1e6, algbw, busbw,
+                           wrong, tm.max * 1e6);
                 else if (o.json)
                     printf("{\"collective\":\"%s\",\"ranks\":%d,\"provider\":\"%s\",\"size\":%zu,"
                            "\"count\":%zu,\"type\":\"%s\",\"op\":\"%s\",\"root\":\"%s\","
-                           "\"time_us\":%.3f,\"min_us\":%.3f,\"avg_us\":%.3f,\"algbw\":%.4f,"
-                           "\"busbw\":%.4f,\"wrong\":%ld}\n",
+                           "\"method\":\"%s\",\"time_us\":%.3f,\"min_us\":%.3f,\"avg_us\":%.3f,"
+                           "\"max_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%ld}\n",
                            coll_names[c], n, attr.provider, real, count, dt_names[o.dt], opstr,
-                           rootstr, med * 1e6, times[0] * 1e6, avg * 1e6, algbw, busbw, wrong);
+                           rootstr, o.latency ? "osu" : "nccl-tests", tm.time * 1e6,
+                           tm.min * 1e6, tm.avg * 1e6, tm.max * 1e6, algbw, busbw, wrong);
+                else if (o.latency)
+                    printf("  %12zu %12zu %8s %6s %5s %11.2f %11.2f %11.2f %11.3f %11.3f %7ld\n",
+                           real, count, dt_names[o.dt], opstr, rootstr, tm.time * 1e6,
+                           tm.min * 1e6, tm.max * 1e6, algbw, busbw, wrong);
                 else
                     printf("  %12zu %12zu %8s %6s %5s %11.2f %11.3f %11.3f %7ld\n", real, count,
-                           dt_names[o.dt], opstr, rootstr, med * 1e6, algbw, busbw, wrong);
+                           dt_names[o.dt], opstr, rootstr, tm.time * 1e6, algbw, busbw, wrong);
             }
             if (c == BARRIER)
                 break;
