@@ -47,6 +47,31 @@ one "shm x3 with FC_CHUNK_SIZE=8K, FC_INFLIGHT=2" -p shm -n 3 -x FC_CHUNK_SIZE=8
     -x FC_INFLIGHT=2 allreduce broadcast reduce allgather reduce_scatter alltoall nonblocking
 one "tcp x4 with FC_CHUNK_SIZE=32K, FC_INFLIGHT=3" -p tcp -n 4 -x FC_CHUNK_SIZE=32K \
     -x FC_INFLIGHT=3 allreduce broadcast reduce allgather reduce_scatter
+# odd sizes (sweep.c): every collective in place and out of place at counts
+# around the chunk in force, primes and sizes of 1 KB-4 MiB that are not
+# powers of two, every element and the guards around every buffer checked.
+# The runs above give it FT_SWEEP=quick (run.sh's table); these the whole
+# list, with chunks small enough that messages span hundreds of them (12K,
+# and 960 and 19968 bytes from FC_CHUNK_SIZE=1000 and 20000 as the engine
+# rounds them, are not powers of two), and once with each provider's
+# default chunk. About 65 s on 2 cores, the quick runs above 15 s more
+if [ "${FC_CHECK_QUICK:-0}" = 1 ]; then
+    one "sweep, shm x3 with FC_CHUNK_SIZE=8K" -p shm -n 3 -x FC_CHUNK_SIZE=8K sweep
+    one "sweep, tcp x3 with FC_CHUNK_SIZE=12K" -p tcp -n 3 -x FC_CHUNK_SIZE=12K sweep
+else
+    for spec in shm:2:4K shm:3:12K shm:4:8K tcp:2:8K tcp:3:4K tcp:4:12K; do
+        IFS=: read -r prov n chunk <<<"$spec"
+        one "sweep, $prov x$n with FC_CHUNK_SIZE=$chunk" -p "$prov" -n "$n" -x FT_SWEEP=full \
+            -x FC_CHUNK_SIZE="$chunk" sweep
+    done
+    one "sweep, tcp x3 with FC_CHUNK_SIZE=1000, FC_INFLIGHT=3" -p tcp -n 3 -x FT_SWEEP=full \
+        -x FC_CHUNK_SIZE=1000 -x FC_INFLIGHT=3 sweep
+    # the rendezvous for every message (with 960-byte chunks: a minute here)
+    one "sweep, tcp x3 with FC_CHUNK_SIZE=20000, FC_PROTO=rndv" -p tcp -n 3 -x FT_SWEEP=full \
+        -x FC_CHUNK_SIZE=20000 -x FC_PROTO=rndv sweep
+    one "sweep, shm x3 with the default chunk" -p shm -n 3 -x FT_SWEEP=full sweep
+    one "sweep, tcp x3 with the default chunk" -p tcp -n 3 -x FT_SWEEP=full sweep
+fi
 # rails: chunks dealt over several endpoints per rank, each driven by its
 # own thread (verbs' registration modes on each; the rendezvous on each;
 # failures and timeouts with rail threads running)

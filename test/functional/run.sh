@@ -57,7 +57,8 @@ if [ -z "$fc_run" ]; then
 fi
 
 # name | how it starts (job: under the launcher; self: starts its own ranks)
-#      | minimum ranks | environment
+#      | minimum ranks | environment (-x VAR=VALUE overrides it: sweep runs its
+#      quick list here, and the whole one with -x FT_SWEEP=full)
 all_tests=(
     "allreduce|job|1|"
     "broadcast|job|1|"
@@ -72,6 +73,7 @@ all_tests=(
     "split|job|1|"
     "api_program|job|1|"
     "gpu_collectives|job|1|"
+    "sweep|job|1|FT_SWEEP=quick"
     "bad_args|job|1|"
     "timeout|job|2|FC_TIMEOUT=2"
     "peer_exit|job|2|FC_TIMEOUT=3"

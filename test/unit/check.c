@@ -30,6 +30,49 @@ static fc_op_t fill_op(const struct check_case *c)
     }
 }
 
+/* Buffers with GUARD bytes of a known pattern before and after the len
+ * bytes a collective may touch: a write past either end shows. The pattern
+ * differs from buffer to buffer (salt): bytes read past the end of a
+ * peer's buffer and written past the end of ours must not match it. */
+#define GUARD 64
+static uint8_t guard_byte(unsigned salt, size_t k)
+{
+    return (uint8_t)(0xa5 + 37 * k + 101 * salt + (salt >> 8));
+}
+
+static char *gmalloc(size_t len, unsigned salt)
+{
+    char *p = malloc(len + 2 * GUARD);
+    if (!p)
+        return NULL;
+    for (size_t k = 0; k < GUARD; k++) {
+        p[k] = (char)guard_byte(salt, k);
+        p[GUARD + len + k] = (char)guard_byte(salt, GUARD + k);
+    }
+    return p + GUARD;
+}
+
+/* the offset of the first changed guard byte from p (< 0: before p), or 0
+ * with *ok = 1 when both guards are intact */
+static long gcheck(const char *p, size_t len, unsigned salt, int *ok)
+{
+    *ok = 0;
+    for (size_t k = 0; k < GUARD; k++)
+        if ((uint8_t)p[(long)k - GUARD] != guard_byte(salt, k))
+            return (long)k - GUARD;
+    for (size_t k = 0; k < GUARD; k++)
+        if ((uint8_t)p[len + k] != guard_byte(salt, GUARD + k))
+            return (long)(len + k);
+    *ok = 1;
+    return 0;
+}
+
+static void gfree(char *p)
+{
+    if (p)
+        free(p - GUARD);
+}
+
 static int first_diff(const void *a, const void *b, size_t n, size_t es)
 {
     for (size_t i = 0; i < n; i++)
@@ -51,9 +94,12 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
     char **alloc = calloc((size_t)n, sizeof(char *));   /* what to free */
     char **sendcopy = calloc((size_t)n, sizeof(char *));
     char **extra = calloc((size_t)n, sizeof(char *));   /* separate send or recv buffer */
+    size_t *alloc_len = calloc((size_t)n, sizeof(size_t)); /* their bytes */
+    size_t *extra_len = calloc((size_t)n, sizeof(size_t));
     char *expect = malloc(nr * es + 64);
     char *acc = malloc(ns * es + 64);
-    if (!input || !sendb || !recvb || !alloc || !sendcopy || !extra || !expect || !acc) {
+    if (!input || !sendb || !recvb || !alloc || !sendcopy || !extra || !alloc_len || !extra_len ||
+        !expect || !acc) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
@@ -64,32 +110,32 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
         int ip = c->in_place;
         switch (c->kind) {
         case COLL_ALLGATHER:
-            alloc[r] = malloc(nr * es + 64);
+            alloc[r] = gmalloc(alloc_len[r] = nr * es, 2 * r + 1);
             memset(alloc[r], poison, nr * es);
             recvb[r] = alloc[r];
             if (ip) {
                 sendb[r] = recvb[r] + (size_t)r * c->count * es;
                 memcpy(sendb[r], input[r], ns * es);
             } else {
-                sendb[r] = extra[r] = malloc(ns * es + 64);
+                sendb[r] = extra[r] = gmalloc(extra_len[r] = ns * es, 2 * r + 2);
                 memcpy(sendb[r], input[r], ns * es);
             }
             break;
         case COLL_REDUCE_SCATTER:
-            alloc[r] = malloc(ns * es + 64);
+            alloc[r] = gmalloc(alloc_len[r] = ns * es, 2 * r + 1);
             sendb[r] = alloc[r];
             memcpy(sendb[r], input[r], ns * es);
             if (ip) {
                 recvb[r] = sendb[r] + (size_t)r * c->count * es;
             } else {
-                recvb[r] = extra[r] = malloc(nr * es + 64);
+                recvb[r] = extra[r] = gmalloc(extra_len[r] = nr * es, 2 * r + 2);
                 memset(recvb[r], poison, nr * es);
             }
             break;
         case COLL_REDUCE:
         case COLL_BCAST: {
             int is_root = r == c->root;
-            alloc[r] = malloc(nr * es + 64);
+            alloc[r] = gmalloc(alloc_len[r] = nr * es, 2 * r + 1);
             memset(alloc[r], poison, nr * es);
             if (c->kind == COLL_REDUCE && !is_root) {
                 /* non-roots: recvbuf unused (NULL) */
@@ -104,21 +150,21 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
                     sendb[r] = recvb[r];
                     memcpy(sendb[r], input[r], ns * es);
                 } else {
-                    sendb[r] = extra[r] = malloc(ns * es + 64);
+                    sendb[r] = extra[r] = gmalloc(extra_len[r] = ns * es, 2 * r + 2);
                     memcpy(sendb[r], input[r], ns * es);
                 }
             }
             break;
         }
         default: /* allreduce, alltoall, barrier */
-            alloc[r] = malloc(nr * es + 64);
+            alloc[r] = gmalloc(alloc_len[r] = nr * es, 2 * r + 1);
             memset(alloc[r], poison, nr * es);
             recvb[r] = alloc[r];
             if (ip) {
                 sendb[r] = recvb[r];
                 memcpy(sendb[r], input[r], ns * es);
             } else {
-                sendb[r] = extra[r] = malloc(ns * es + 64);
+                sendb[r] = extra[r] = gmalloc(extra_len[r] = ns * es, 2 * r + 2);
                 memcpy(sendb[r], input[r], ns * es);
             }
             break;
@@ -187,6 +233,17 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
                 goto out;
             }
         }
+        for (int w = 0; w < 2; w++) {
+            const char *p = w ? extra[r] : alloc[r];
+            size_t len = w ? extra_len[r] : alloc_len[r];
+            int ok;
+            long at = p ? gcheck(p, len, (unsigned)(2 * r + w + 1), &ok) : 0;
+            if (p && !ok) {
+                snprintf(err, errlen, "rank %d: the guard %s its %zu-byte buffer was written "
+                         "at byte %ld", r, at < 0 ? "before" : "after", len, at);
+                goto out;
+            }
+        }
         if (sendcopy[r] && memcmp(sendcopy[r], sendb[r], ns * es) != 0) {
             snprintf(err, errlen, "rank %d: out-of-place input was modified", r);
             goto out;
@@ -197,8 +254,8 @@ out:
     for (int r = 0; r < n && input && sendcopy && alloc && extra; r++) {
         free(input[r]);
         free(sendcopy[r]);
-        free(alloc[r]);
-        free(extra[r]);
+        gfree(alloc[r]);
+        gfree(extra[r]);
     }
     free(input);
     free(sendb);
@@ -206,6 +263,8 @@ out:
     free(alloc);
     free(sendcopy);
     free(extra);
+    free(alloc_len);
+    free(extra_len);
     free(expect);
     free(acc);
     return ret;

@@ -4,7 +4,8 @@
  * transport and checks every rank's result against a reference computed
  * here, element by element (bit-exact: the inputs are small integers whose
  * sums and products are exact in every type, so reduction order does not
- * matter). Also checks that out-of-place inputs are left untouched.
+ * matter). Also checks that out-of-place inputs are left untouched, and
+ * that nothing is written in the guard bytes before and after any buffer.
  */
 #ifndef FC_TEST_CHECK_H
 #define FC_TEST_CHECK_H

@@ -240,6 +240,91 @@ ALGO_TESTS(alltoall, pairwise)
 ALGO_TESTS(alltoall, bruck)
 ALGO_TESTS(barrier, dissemination)
 
+/* Odd sizes around chunk boundaries: with the engine's chunk at 64 and 192
+ * bytes (the smallest it cuts, and one that is not a power of two), counts
+ * of chunk-1, chunk and chunk+1 elements, 2 chunks + 1, 7 chunks - 3, a
+ * chunk per rank +- 1 (ring and halving blocks ending just either side of
+ * a chunk boundary) and primes that cross many chunks; element sizes 1, 2,
+ * 4 and 8; every algorithm of the collective at 1-9, 13, 16, 17 and 31
+ * ranks, in place and out of place, completions shuffled (out of place)
+ * or sends completing in posting order (in place), and again (up to 9
+ * ranks and at 17) with local steps completing late, as on the GPU path.
+ * check_coll checks every element and the guard bytes around every
+ * buffer. About 15 s on 2 cores. */
+static void odd_sizes(enum coll_kind kind)
+{
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 31};
+    /* element sizes 1, 2, 4, 8; int8 with max (another kernel's tail) */
+    static const fc_datatype_t dts[] = {FC_INT8, FC_BFLOAT16, FC_FLOAT32, FC_FLOAT64};
+    static const fc_op_t ops[] = {FC_MAX, FC_SUM, FC_SUM, FC_SUM};
+    static const size_t chunks[] = {64, 192};
+    static const size_t primes[] = {61, 127, 257, 1021};
+    int nalgo = 0;
+    for (int ai = 0; coll_algos[ai]; ai++) {
+        const struct coll_algo *al = coll_algos[ai];
+        if (al->kind != kind)
+            continue;
+        nalgo++;
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+            const int n = ns[ni];
+            /* per-rank blocks: n * count elements on every rank */
+            const int blocks = kind == COLL_ALLGATHER || kind == COLL_REDUCE_SCATTER ||
+                               kind == COLL_ALLTOALL;
+            for (size_t di = 0; di < sizeof(dts) / sizeof(dts[0]); di++)
+                for (size_t hi = 0; hi < sizeof(chunks) / sizeof(chunks[0]); hi++) {
+                    const size_t es = fc_datatype_size(dts[di]), ce = chunks[hi] / es;
+                    size_t cnt[16];
+                    int nc = 0;
+                    const size_t want[] = {ce - 1, ce, ce + 1, 2 * ce + 1, 7 * ce - 3,
+                                           (size_t)n * ce - 1, (size_t)n * ce + 1};
+                    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++)
+                        cnt[nc++] = want[k];
+                    /* the primes do not depend on the chunk: with the first only */
+                    for (size_t k = 0; hi == 0 && k < sizeof(primes) / sizeof(primes[0]); k++)
+                        if (!(blocks && n > 9 && primes[k] > 257))
+                            cnt[nc++] = primes[k];
+                    for (int ci = 0; ci < nc; ci++) {
+                        int dup = 0;
+                        for (int cj = 0; cj < ci; cj++)
+                            dup |= cnt[cj] == cnt[ci];
+                        if (dup)
+                            continue;
+                        for (int ip = 0; ip < 2; ip++) {
+                            struct check_case c = {
+                                .kind = kind, .nranks = n,
+                                .root = has_root(kind) ? (int)((ci * 5 + di + ip) % (size_t)n) : 0,
+                                .in_place = ip, .count = cnt[ci], .dt = dts[di],
+                                .op = is_reduction(kind) ? ops[di] : FC_SUM,
+                            };
+                            c.opts = (struct h_opts){
+                                .chunk = chunks[hi], .window = 2 + (ci & 1),
+                                .seed = ip ? 0 : (unsigned)(n * 131 + ci * 7 + di + 1),
+                                .ordered_sends = ip};
+                            run_one(al, &c);
+                            /* local steps completing later and out of order,
+                             * as the GPU path's copies and kernels do */
+                            if (n <= 9 || n == 17) {
+                                c.opts = (struct h_opts){
+                                    .chunk = chunks[hi], .window = 2,
+                                    .seed = (unsigned)(n * 17 + ci * 3 + di + ip + 5),
+                                    .async_local = 1};
+                                run_one(al, &c);
+                            }
+                        }
+                    }
+                }
+        }
+    }
+    cr_assert(nalgo > 0, "no algorithm of %s", coll_kind_name(kind));
+}
+
+Test(odd_sizes, allreduce, .timeout = 300) { odd_sizes(COLL_ALLREDUCE); }
+Test(odd_sizes, bcast, .timeout = 300) { odd_sizes(COLL_BCAST); }
+Test(odd_sizes, reduce, .timeout = 300) { odd_sizes(COLL_REDUCE); }
+Test(odd_sizes, allgather, .timeout = 300) { odd_sizes(COLL_ALLGATHER); }
+Test(odd_sizes, reduce_scatter, .timeout = 300) { odd_sizes(COLL_REDUCE_SCATTER); }
+Test(odd_sizes, alltoall, .timeout = 300) { odd_sizes(COLL_ALLTOALL); }
+
 /* coll_region_bytes (what a stream-ordered call stages for a host buffer)
  * bounds every byte each algorithm's schedule touches in R_SEND and R_RECV
  * on every rank, and a region it calls unused (0) is never touched. */
