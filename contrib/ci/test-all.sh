@@ -2,13 +2,15 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # The full test suite on a fresh Debian 12 machine (run as root; CI runs it
-# through .ci/run): installs the dependencies, builds with -Werror, runs the
-# unit and functional tests (make check), a quick pass under AddressSanitizer,
+# through .ci/run): installs the dependencies, builds with -Werror and
+# --without-cuda, runs the unit and functional tests (make check), a quick
+# pass under AddressSanitizer,
 # LeakSanitizer and UBSan (contrib/ci/sanitize.sh), the threaded functional
 # tests under ThreadSanitizer (sanitize.sh -t), an installed-library check (a
 # program built with pkg-config, run by fc_run), the launcher tests under a
 # real one-node Slurm (srun --mpi=pmix, plain srun, --mpi=pmi2) and Open MPI's
-# mpirun, the multi-host tests in network namespaces, and make distcheck.
+# mpirun, the multi-host tests in network namespaces, and make distcheck
+# (built with CUDA where a toolkit is found, CUDA_DIR or /usr/local/cuda).
 # Stops every daemon it started. Prints a summary; exit 0 only if all passed.
 #
 # Environment: JOBS (make -j, default 2), SKIP="distcheck netns slurm sanitize tsan" to skip
@@ -35,10 +37,16 @@ if ! contrib/ci/install-deps.sh --full; then
     exit 1
 fi
 
-stage "build"
+# Two builds, as users have them: the main one without CUDA (most machines
+# have no toolkit), which make check, the installed-library, launcher and
+# multi-host tests use, and one with CUDA where a toolkit is installed (make
+# distcheck below: it compiles the kernels and runs the host suite).
+cuda_dir=${CUDA_DIR:-/usr/local/cuda}
+stage "build (--without-cuda)"
 inst="$top/_inst" # the installed-library check installs here
 rm -rf "$inst"
-if ./autogen.sh && ./configure --enable-werror --prefix="$inst" && make -j"$JOBS"; then
+if ./autogen.sh && ./configure --enable-werror --without-cuda --prefix="$inst" &&
+    ! grep -q "^#define HAVE_CUDA" build_config.h && make -j"$JOBS"; then
     record build PASS
 else
     record build FAIL
@@ -116,12 +124,20 @@ if ! skipped netns; then
 fi
 
 if ! skipped distcheck; then
-    stage "make distcheck"
-    # the full matrix ran above: the distribution gets the quick one
-    if FC_CHECK_QUICK=1 make -j"$JOBS" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror; then
-        record distcheck PASS
+    # the full matrix ran above on the build without CUDA: the distribution
+    # gets the quick one, built with CUDA where a toolkit is installed
+    if [ -r "$cuda_dir/include/cuda.h" ] && [ -x "$cuda_dir/bin/nvcc" ]; then
+        dc="--with-cuda=$cuda_dir"; name="make distcheck (CUDA build)"
     else
-        record distcheck FAIL
+        dc="--without-cuda"; name="make distcheck (no CUDA toolkit at $cuda_dir)"
+        echo "test-all: no CUDA toolkit under $cuda_dir: the CUDA build is not made here"
+    fi
+    stage "$name"
+    if FC_CHECK_QUICK=1 make -j"$JOBS" distcheck DISTCHECK_CONFIGURE_FLAGS="--enable-werror $dc"
+    then
+        record "$name" PASS
+    else
+        record "$name" FAIL
     fi
 fi
 
