@@ -27,12 +27,12 @@
  * thread. Lanes are at most 32 per family; an idle one (its kernels gone)
  * serves a new stream, and a call finding all 32 busy waits for one
  * (bounded by FC_TIMEOUT). Where no executor can be made (out of pinned
- * memory) the call fails and says so: there is no second way. (There was
- * one until stop 18: the caller's stream waited on a pinned host word that
- * the progress thread raised, and the copies ran on our own streams. It
- * allocated in the progress thread, so a cudaFree meanwhile could hang
- * it, and its stream wait could hold back a hardware queue that our own
- * streams shared.) A call with nothing to move (count 0) returns at once.
+ * memory) the call fails and says so: there is no second way. (A caller's
+ * stream waiting on a pinned host word raised by the progress thread, with
+ * the copies on streams of our own, would need allocations in the
+ * progress thread, which a cudaFree meanwhile could hang, and its stream
+ * wait could hold back a hardware queue that our own streams share.) A
+ * call with nothing to move (count 0) returns at once.
  * Errors are kept and returned by the next call on the communicator and
  * by fc_comm_query.
  */
