@@ -8,21 +8,7 @@
 
 const char *fc_strerror(fc_result_t r)
 {
-    switch (r) {
-    case FC_SUCCESS: return "success";
-    case FC_IN_PROGRESS: return "in progress";
-    case FC_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case FC_ERR_UNSUPPORTED: return "unsupported";
-    case FC_ERR_NO_MEMORY: return "out of memory";
-    case FC_ERR_SYSTEM: return "system call failed";
-    case FC_ERR_FABRIC: return "fabric (libfabric) error";
-    case FC_ERR_BOOTSTRAP: return "bootstrap failed";
-    case FC_ERR_TIMEOUT: return "timed out";
-    case FC_ERR_PEER_FAILED: return "peer failed";
-    case FC_ERR_CUDA: return "CUDA error";
-    case FC_ERR_INTERNAL: return "internal error";
-    }
-    return "unknown result code";
+    return err_code_name(r);
 }
 
 const char *fc_last_error(void)

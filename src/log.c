@@ -174,6 +174,25 @@ void log_write(int level, unsigned subsys, const char *func, const char *fmt, ..
     va_end(ap);
 }
 
+const char *err_code_name(fc_result_t r)
+{
+    switch (r) {
+    case FC_SUCCESS: return "success";
+    case FC_IN_PROGRESS: return "in progress";
+    case FC_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case FC_ERR_UNSUPPORTED: return "unsupported";
+    case FC_ERR_NO_MEMORY: return "out of memory";
+    case FC_ERR_SYSTEM: return "system call failed";
+    case FC_ERR_FABRIC: return "fabric (libfabric) error";
+    case FC_ERR_BOOTSTRAP: return "bootstrap failed";
+    case FC_ERR_TIMEOUT: return "timed out";
+    case FC_ERR_PEER_FAILED: return "peer failed";
+    case FC_ERR_CUDA: return "CUDA error";
+    case FC_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown result code";
+}
+
 static fc_result_t err_vset(fc_result_t code, int level, const char *func, const char *fmt,
                             va_list ap)
 {
@@ -183,7 +202,7 @@ static fc_result_t err_vset(fc_result_t code, int level, const char *func, const
     vsnprintf(tmp, sizeof(tmp), fmt, ap);
     memcpy(err_buf, tmp, sizeof(err_buf));
     if (level <= log_level_cur)
-        log_write(level, LOG_ALL, func, "%s (%s)", err_buf, fc_strerror(code));
+        log_write(level, LOG_ALL, func, "%s (%s)", err_buf, err_code_name(code));
     return code;
 }
 

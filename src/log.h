@@ -71,6 +71,8 @@ void err_restore(const char *msg);
 void err_prefix(const char *prefix);
 void err_clear(void);
 const char *err_get(void);
+/* "invalid argument", "timed out": what fc_strerror answers. */
+const char *err_code_name(fc_result_t code);
 
 /* Hostname of this process (cached). */
 const char *log_hostname(void);
