@@ -25,7 +25,7 @@
 #include <stddef.h>
 
 #include "fabcoll.h"
-#include "sched.h"
+#include "schedule.h"
 
 enum coll_kind {
     COLL_ALLREDUCE,

@@ -18,7 +18,7 @@
 #include "coll.h"
 #include "config.h"
 #include "fabcoll.h"
-#include "sched.h"
+#include "schedule.h"
 #include "select.h"
 
 struct prov_ep;

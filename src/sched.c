@@ -5,10 +5,10 @@
  * Event driven: a step is looked at only when something it waits for
  * changed (a predecessor advanced, one of its transfers completed, or the
  * transport said "again"), so a schedule of S steps costs O(S + chunks)
- * whatever the order in which completions arrive. See sched.h for the model.
+ * whatever the order in which completions arrive. See schedule.h for the model.
  */
 #define _GNU_SOURCE
-#include "sched.h"
+#include "schedule.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#include "sched.h"
+#include "schedule.h"
 
 struct sim_step;
 struct sim {

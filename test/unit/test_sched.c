@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "sched.h"
+#include "schedule.h"
 #include "transport_loop.h"
 
 /* A transport that wraps the loopback and records what the engine posts. */

@@ -27,8 +27,8 @@
  * other's messages. Sender and receiver must give a message the same step
  * tag and the same length.
  */
-#ifndef FC_SCHED_H
-#define FC_SCHED_H
+#ifndef FC_SCHEDULE_H
+#define FC_SCHEDULE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -221,4 +221,4 @@ void sched_xfer_shapes(const struct sched *s, size_t chunk,
  * (xfers_out > 0) unless the transport is already closed. */
 void sched_release(struct sched *s);
 
-#endif /* FC_SCHED_H */
+#endif /* FC_SCHEDULE_H */
