@@ -8,8 +8,8 @@
 #     -L names a libfabric built with CUDA support
 #   NCCL default (NVLink) and NCCL's socket path (NCCL_P2P_DISABLE=1
 #     NCCL_SHM_DISABLE=1 NCCL_NET=Socket: the seed article's "TCP" column)
-# NCCL_NVLS_ENABLE=0 throughout. Prints busbw per size, ratios, the GPU
-# targets, and writes busbw_gpu.png.
+# NCCL_NVLS_ENABLE=0 throughout. Prints busbw per size, ratios, 8-byte
+# latencies, the seed article's latency table, and writes busbw_gpu.png.
 #
 # Usage: compare_nccl.sh [-b BUILDDIR] [-e MAXBYTES] [-i ITERS] [-w WARM] [-r ROUNDS]
 #                        [-L LIBFABRIC_CUDA_PREFIX] [-c CHUNK_FOR_GDR] [-o OUTDIR]
