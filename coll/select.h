@@ -10,7 +10,7 @@
 
 /* What a step costs more when ranks outnumber CPUs: a waiting rank yields,
  * and runs again only after the ranks sharing its CPU had their turn.
- * Fitted on our 2-core VM, 4 ranks (2 per CPU), 8 interleaved rounds of
+ * Fitted on a 2-core VM, 4 ranks (2 per CPU), 8 interleaved rounds of
  * fc_perf with each algorithm forced, shm and tcp: the per-step time
  * implied by binomial against scatter + allgather (broadcast) and
  * rsgather (reduce), 64 KiB-1 MiB, is 6-20 us above the provider's

@@ -27,7 +27,7 @@ struct profile {
  * through the socket: the rendezvous's extra clear-to-send only costs there
  * (fc_perf, 2 ranks, 256 KiB-16 MiB: equal to 25% slower), so both leave
  * large messages to the provider's protocol. RDMA providers write user
- * memory directly (not measured here: no RDMA hardware). Endpoints that
+ * memory directly (not measured; conservative defaults). Endpoints that
  * take device memory (gdr) send messages of R_DEV bytes and more this way,
  * whatever the provider: its FIN is the only sure sign that the provider's
  * copy out of a device buffer is over (libfabric's shm reports a tagged send
@@ -61,7 +61,7 @@ struct profile {
  * VM: broadcast 16-32 MiB 3.3-3.6 GB/s against 2.3-3.0, allreduce 16-32 MiB
  * 2.0-2.6 against 1.7-2.0 (4 ranks: 4 MiB chunks equal or better). */
 #define SHM_PAIR_CHUNK (1u << 30)
-/* tcp (tcp;ofi_rxm over loopback, 2 ranks, this VM): 512 KiB chunks against
+/* tcp (tcp;ofi_rxm over loopback, 2 ranks, a 2-core VM): 512 KiB chunks against
  * 1 MiB, three interleaved rounds: allreduce 2 MiB 590-625 us against
  * 800-855 us, 4-32 MiB equal or up to 10% faster. */
 #define TCP_CHUNK (512u << 10)
@@ -70,7 +70,7 @@ struct profile {
  * at most 512 KiB whatever the provider: the D2H/H2D copies of one chunk
  * overlap the transfers of others. On 2 H200s, staged allreduce over shm
  * 64-256 MiB: 6.3-7.3 GB/s busbw with 512 KiB chunks, 3.2-4.6 GB/s with
- * shm's 4 MiB. Host buffers pay for it: on the 16-core H200 machine
+ * shm's 4 MiB. Host buffers pay for it: on a 16-core node with one H200
  * (libfabric 1.17 shm, 3 alternating rounds) the provider's own chunks took
  * 0.36-0.61x the time of 512 KiB ones for a 2-rank broadcast of 1-64 MiB,
  * 0.65-0.87x for a 4-rank allgather of 256 KiB-64 MiB, 0.72x for a 4-rank
@@ -83,7 +83,7 @@ struct profile {
 /* The providers' own protocol step (coll_cost.hs_min, .hs): a message past
  * shm's 4 KiB inject buffers is copied by the receiver (CMA) and
  * acknowledged; past tcp;ofi_rxm's 16 KiB eager buffers it waits for a
- * request-to-send round trip. Forced algorithms on this 2-core VM, 3
+ * request-to-send round trip. Forced algorithms on a 2-core VM, 3
  * interleaved rounds, medians: 2-rank allreduce by recursive doubling (one
  * message of the whole vector) shm 4.2 us at 4 KiB, 7.4 at 5 KiB; tcp 25.7
  * us at 16 KiB, 67.9 at 24 KiB, while Rabenseifner's halves stay eager up
@@ -92,20 +92,20 @@ struct profile {
  * in exchanges only: a receiver that is not sending copies at once (2-rank
  * tree broadcast: 4.4 us at 4 KiB, 3.2 at 8 KiB).
  * tcp's alpha is an eager message's, 15 us, and the rendezvous 25 us more
- * (the 35 us fitted to 64 KiB-2 MiB before included it). Chosen by the
- * picks they give against every algorithm forced on the GPU machine's 16
- * cores (4 and 8 ranks with a CPU each, Debian's libfabric 1.17, 2 KiB-16
+ * (one alpha fitted to 64 KiB-2 MiB, handshake included, would be 35 us).
+ * Chosen by the picks they give against every algorithm forced on a
+ * 16-core node (4 and 8 ranks with a CPU each, Debian's libfabric 1.17, 2 KiB-16
  * MiB, 3+3 rounds): the geometric mean of picked/best time over 136 cases
  * per provider is 1.047 without handshakes (shm alpha 2 us) and 1.034 with
- * them; tcp 1.058 with alpha 35 us and no handshake, 1.038 now. Other
- * providers: not measured (no RDMA hardware here), no step modelled. */
+ * them; tcp 1.058 with alpha 35 us and no handshake, 1.038 with them. Other
+ * providers: not measured, no step modelled. */
 #define HS_SHM 4096, 3.3e-6, 0
 #define HS_TCP (16 << 10), 25e-6, 25e-6
 #define HS_NONE 0, 0, 0
 
 /* The ladder: shm (single node) first, native RDMA providers, then tcp,
  * other emulations, sockets last. The cost model's alpha and beta of shm and
- * tcp are fitted to 2-rank allreduce times on our 2-core VM (shm: CMA
+ * tcp are fitted to 2-rank allreduce times on a 2-core VM (shm: CMA
  * messages ~2 us, ~12 GB/s from cache; tcp;ofi_rxm over loopback: ~15 us
  * per eager message, ~40 us past the eager size with the handshake above,
  * ~5 GB/s); the others are conservative defaults. */

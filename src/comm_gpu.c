@@ -9,8 +9,8 @@
  * copies and reductions the progress thread posts to it as the collective
  * goes, and leaves when it is over; later work on the stream waits for
  * the kernel. Nothing of ours sits on another stream, where CUDA's
- * hardware queues could hold it behind a waiting stream (the hang of
- * stream-ordered calls on several streams). The progress thread starts
+ * hardware queues could hold it behind a waiting stream (stream-ordered
+ * calls on several streams would then deadlock). The progress thread starts
  * the collective once the kernel runs (the stream's earlier work done).
  * The stream-ordered requests of one stream share the executor (a lane of
  * the device transport) and run one after another, as their kernels do.

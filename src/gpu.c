@@ -936,7 +936,7 @@ struct host_copy {
 };
 
 /* Pageable copies in host functions, split over helper threads: one core
- * copies ~5.6 GB/s on the GPU machine, a tenth of a DMA's speed, and a
+ * copies ~5.6 GB/s on a 16-core H200 node, a tenth of a DMA's speed, and a
  * mixed stream-ordered call copies in series with its collective (2
  * ranks on one H200, 16 MiB allreduce from pageable memory: 6.6-8.7 ms
  * with one thread, 4.6-5.0 with four, no faster with eight). One split

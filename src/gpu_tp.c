@@ -51,7 +51,7 @@
  * the request can hold at once (gpu_tp_lane_reserve): the progress thread
  * makes no CUDA allocation for it (an application's cuMemFree, which waits
  * for the whole device, holds the lock such a call needs, and the device
- * would wait for the progress thread: this hung).
+ * would wait for the progress thread: a deadlock).
  */
 #define _GNU_SOURCE
 #include "gpu_tp.h"

@@ -677,7 +677,7 @@ int main(void)
      * small ones (the fused kernel) and larger ones (staged) mixed. With
      * more streams than CUDA's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS,
      * 8 by default) some streams share a queue, where a stream waiting for
-     * one collective once held back the copies of another: this hung */
+     * one collective can hold back the copies of another and deadlock */
     {
         enum { NS = 12, ROUNDS = 3, SMALL = 5, BIG = 3000 };
         void *ss[NS];
@@ -723,7 +723,8 @@ int main(void)
      * CUDA context that any allocation needs; the progress thread must
      * finish them without allocating (their staging memory is set aside at
      * the call). A fresh stream (a lane with empty pools) and more chunks
-     * than any call before: the progress thread allocated here, and hung */
+     * than any call before, where a progress thread that allocated would
+     * deadlock */
     {
         enum { BIGN = 1 << 21 }; /* 8 MiB of int32 */
         void *ns = gu_stream_create();

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* fc_send / fc_recv of messages of a chunk or more (run with FC_CHUNK_SIZE=64K)
  * whose counts differ: both ends fail with FC_ERR_INVALID_ARGUMENT naming
- * both counts, where a receive cut to its own count once took the first
- * chunks of a longer message and reported success. Each case runs on a
+ * both counts, rather than a receive cut to its own count taking the
+ * first chunks of a longer message and reporting success. Each case runs on a
  * communicator split off for it (a mismatched large message leaves its
  * communicator unusable); the job's own communicator goes on working, and
  * matching messages of whole chunks still arrive intact. */

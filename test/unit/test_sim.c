@@ -282,7 +282,7 @@ Test(select, small_allreduce_ties_go_to_gather)
 
 /* Ranks outnumbering CPUs (coll_cost.oversub, measured at init): with 2
  * ranks per CPU the shm profile's broadcast and reduce move from the
- * ring-based algorithms to the binomial tree where 4 ranks on our 2-core
+ * ring-based algorithms to the binomial tree where 4 ranks on a 2-core
  * VM measured the tree faster (fc_perf, 8-10 interleaved rounds, paired
  * medians: scatter_allgather 1.19-1.51x the tree's time at 256 KiB-1 MiB,
  * rsgather 1.23-2.27x at 64-256 KiB); without it nothing changes, and the
@@ -348,7 +348,7 @@ Test(select, oversubscribed_ranks_prefer_trees)
 }
 
 /* The providers' own handshake past their eager sizes (coll_cost.hs_min,
- * prov/profile.c): each choice below was measured on our 2-core VM with the
+ * prov/profile.c): each choice below was measured on a 2-core VM with the
  * algorithms forced, paired rounds, and the other choice was slower by the
  * factor given; without the handshake the tuner picked the other one in
  * all but the two cases that guard against overreach (24 KiB, one-way). */
@@ -400,8 +400,8 @@ Test(select, provider_handshakes_move_choices)
 /* allreduce_gather's exchange is Bruck's allgather, message for message, so
  * the two costs carry the same handshakes: round 2^k sends min(2^k, n - 2^k)
  * vectors in one message, which passes the provider's size before a single
- * vector does (before the shared coll_hs_bruck, gather charged one vector's
- * handshake per round and was free of them at 4 ranks, 3 KiB over shm). */
+ * vector does (charging one vector's handshake per round would leave gather
+ * free of them at 4 ranks, 3 KiB over shm). */
 Test(select, gather_handshakes_are_bruck_rounds)
 {
     extern const struct coll_algo coll_allreduce_gather, coll_allgather_bruck;
