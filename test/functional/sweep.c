@@ -52,6 +52,7 @@
 
 #include "common.h"
 #include "gpu_util.h"
+#include "../mix.h"
 
 enum kind { AR, BC, RD, AG, RS, A2A, NKINDS };
 static const char *kname[NKINDS] = {"allreduce", "broadcast", "reduce",
@@ -88,32 +89,28 @@ static size_t chunk_bytes;
 static const char *chunk_from;
 
 /* ---- memory: the only place host and device runs differ ------------------- */
-static void *mem_alloc(size_t len)
+/* device memory (dev), pinned host memory (pinned) or plain malloc */
+static void *alloc_in(int dev, int pinned, size_t len)
 {
-    return cuda ? gu_alloc(len) : malloc(len);
+    return dev ? gu_alloc(len) : pinned ? gu_host_alloc(len) : malloc(len);
 }
 
-static void mem_free(void *p)
+static void free_in(int dev, int pinned, void *p)
 {
-    if (cuda)
+    if (dev)
         gu_free(p);
-    else
-        free(p);
-}
-
-/* host images (pinned where copies go on a stream) */
-static void *img_alloc(size_t len)
-{
-    return streams ? gu_host_alloc(len) : malloc(len);
-}
-
-static void img_free(void *p)
-{
-    if (streams)
+    else if (pinned)
         gu_host_free(p);
     else
         free(p);
 }
+
+/* buffers the calls see */
+static void *mem_alloc(size_t len) { return alloc_in(cuda, 0, len); }
+static void mem_free(void *p) { free_in(cuda, 0, p); }
+/* host images (pinned where copies go on a stream) */
+static void *img_alloc(size_t len) { return alloc_in(0, streams, len); }
+static void img_free(void *p) { free_in(0, streams, p); }
 
 /* copy in (host image to buffer) and out; on `st` when not NULL */
 static int put(void *dst, const void *src, size_t len, void *st)
@@ -135,16 +132,6 @@ static int get(void *dst, const void *src, size_t len, void *st)
 }
 
 /* ---- values -------------------------------------------------------------- */
-static uint32_t mix(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
 /* Values are integers, made from a hash of the rank and the index. For
  * sums: -7..7 (n ranks sum to at most 7n: exact in every type, int8 to 18
  * ranks). Otherwise (data movement, max) spread over the integers the type

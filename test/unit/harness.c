@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mix.h"
 #include "reduce.h"
 
 fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void **send,
@@ -165,16 +166,6 @@ out:
     free(s);
     loop_fabric_destroy(f);
     return early;
-}
-
-static uint32_t mix(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
 }
 
 void h_fill(void *p, fc_datatype_t dt, fc_op_t op, int r, int nranks, size_t first, size_t n)
