@@ -267,6 +267,15 @@ static void chunk_done(struct sched *s, uint32_t i, uint32_t k)
 }
 
 /* chunks of a step of len > 0 bytes cut at chunk bytes (0: whole) */
+/* The chunk the engine cuts with: a multiple of 64 bytes, at least 64 (0:
+ * no chunking). Whoever predicts the engine's chunks uses it too. */
+static size_t chunk_round(size_t chunk)
+{
+    if (!chunk)
+        return 0;
+    return chunk < 64 ? 64 : chunk & ~(size_t)63;
+}
+
 static inline uint32_t nchunks_of(size_t len, size_t chunk)
 {
     size_t c = chunk ? chunk : len;
@@ -555,8 +564,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
         s->env.window = 1;
     if (s->env.window > 64)
         s->env.window = 64;
-    if (s->env.chunk_bytes)
-        s->env.chunk_bytes = s->env.chunk_bytes < 64 ? 64 : s->env.chunk_bytes & ~(size_t)63;
+    s->env.chunk_bytes = chunk_round(s->env.chunk_bytes);
     s->rfn = reduce_fn_get(s->dt, s->op);
     s->sfn = reduce_scale_get(s->dt);
     s->base[R_SEND] = sendbuf;
@@ -660,6 +668,7 @@ void sched_xfer_shapes(const struct sched *s, size_t chunk,
                        void (*fn)(void *arg, size_t chunk_len, uint32_t nchunks, int recv),
                        void *arg)
 {
+    chunk = chunk_round(chunk); /* as sched_start will cut */
     for (uint32_t i = 0; i < s->nsteps; i++) {
         const struct sched_step *st = &s->steps[i];
         if (!is_xfer(st) || st->len == 0)

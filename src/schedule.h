@@ -212,8 +212,10 @@ void sched_describe_wait(const struct sched *s, char *buf, size_t len);
  * chunks (the bytes posted, for a receive of one chunk), their number
  * under a chunking of `chunk` bytes (0: none) and whether it receives:
  * what a transport that stages transfers can set aside before the
- * schedule starts. A step whose last chunk is shorter is reported twice:
- * its full chunks, then the last one with its own length. */
+ * schedule starts. `chunk` is rounded as sched_start rounds the
+ * environment's (down to a multiple of 64, at least 64). A step whose last
+ * chunk is shorter is reported twice: its full chunks, then the last one
+ * with its own length. */
 void sched_xfer_shapes(const struct sched *s, size_t chunk,
                        void (*fn)(void *arg, size_t chunk_len, uint32_t nchunks, int recv),
                        void *arg);

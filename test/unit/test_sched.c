@@ -360,6 +360,11 @@ Test(sched, xfer_shapes_report_a_short_last_chunk)
               l.len[1], l.n[1]);
     cr_assert(l.len[2] == 4096 && l.n[2] == 3 && l.recv[2]);
     cr_assert(l.len[3] == 100 && l.n[3] == 1 && l.recv[3]);
+    l.k = 0; /* a chunk the engine rounds (4100 -> 4096): the same shapes */
+    sched_xfer_shapes(&s, 4100, log_shape, &l);
+    cr_assert_eq(l.k, 4);
+    cr_assert(l.len[0] == 4096 && l.n[0] == 2 && l.len[1] == 4 && l.n[1] == 1,
+              "rounded chunk: %zu x %u, then %zu x %u", l.len[0], l.n[0], l.len[1], l.n[1]);
     l.k = 0; /* no chunking: one shape a step */
     sched_xfer_shapes(&s, 0, log_shape, &l);
     cr_assert_eq(l.k, 3);
