@@ -102,7 +102,7 @@ int main(int argc, char **argv)
                     ord[j] = ord[j - 1];
                     ord[j - 1] = x;
                 }
-            int m = ord[reps / 2];
+            int m = ord[(reps - 1) / 2]; /* the lower middle, as fc_perf */
             free(ord);
             double med = tm[2 * m], mn = -tm[2 * m + 1], avg = ts[m] / n;
             double algbw = (double)count * 4 / med / 1e9;

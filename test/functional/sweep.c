@@ -780,9 +780,13 @@ int main(int argc, char **argv)
                     run_call(&c, NULL);
                     if (streams && k != A2A)
                         run_call(&c, stream);
-                    if (t.failures > 20) {
-                        fprintf(stderr, "sweep: rank %d: stopping after %d failures\n", t.rank,
-                                t.failures);
+                    /* stop together: a rank that stopped alone would
+                     * leave the others waiting in its next call */
+                    int32_t mine = t.failures, most = 0;
+                    if (fc_allreduce(&mine, &most, 1, FC_INT32, FC_MAX, t.comm) != FC_SUCCESS ||
+                        most > 20) {
+                        fprintf(stderr, "sweep: rank %d: stopping after %d failures here, %d on "
+                                "the rank with the most\n", t.rank, t.failures, (int)most);
                         goto done;
                     }
                 }
