@@ -1175,11 +1175,14 @@ fc_result_t gpu_fused_allreduce(gpu_stream_t *st, gpu_event_t *e, void *const *c
 int gpu_device_mps(int d) { (void)d; return 0; }
 fc_result_t gpu_event_get(int d, gpu_event_t **o) { (void)d; (void)o; return nocuda(); }
 void gpu_event_put(gpu_event_t *e) { (void)e; }
-fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s) { (void)e; (void)s; return nocuda(); }
+fc_result_t gpu_event_record(gpu_event_t *e, gpu_stream_t *s)
+{ (void)e; (void)s; return nocuda(); }
 fc_result_t gpu_event_record_raw(gpu_event_t *e, void *s) { (void)e; (void)s; return nocuda(); }
 int gpu_event_done(gpu_event_t *e) { (void)e; return -1; }
-fc_result_t gpu_stream_wait_event_raw(void *s, gpu_event_t *e) { (void)s; (void)e; return nocuda(); }
-fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e) { (void)s; (void)e; return nocuda(); }
+fc_result_t gpu_stream_wait_event_raw(void *s, gpu_event_t *e)
+{ (void)s; (void)e; return nocuda(); }
+fc_result_t gpu_stream_wait_event(gpu_stream_t *s, gpu_event_t *e)
+{ (void)s; (void)e; return nocuda(); }
 fc_result_t gpu_exec_create(int d, gpu_stream_t **o) { (void)d; (void)o; return nocuda(); }
 fc_result_t gpu_exec_launch(gpu_stream_t *s, void *c, uint32_t *l)
 { (void)s; (void)c; (void)l; return nocuda(); }
@@ -1195,7 +1198,8 @@ void gpu_host_free(void *p) { (void)p; }
 void *gpu_dev_alloc(int d, size_t l) { (void)d; (void)l; return NULL; }
 void gpu_dev_free(int d, void *p) { (void)d; (void)p; }
 fc_result_t gpu_memset(void *d, int b, size_t l) { (void)d; (void)b; (void)l; return nocuda(); }
-fc_result_t gpu_copy_sync(void *d, const void *s, size_t l) { (void)d; (void)s; (void)l; return nocuda(); }
+fc_result_t gpu_copy_sync(void *d, const void *s, size_t l)
+{ (void)d; (void)s; (void)l; return nocuda(); }
 void gpu_copy_ways(int w) { (void)w; }
 fc_result_t gpu_stage_copy(int d, void *s, void *t, const void *f, void *p, size_t l, int i)
 { (void)d; (void)s; (void)t; (void)f; (void)p; (void)l; (void)i; return nocuda(); }

@@ -266,7 +266,6 @@ static void chunk_done(struct sched *s, uint32_t i, uint32_t k)
             push(s, s->succs[e].step);
 }
 
-/* chunks of a step of len > 0 bytes cut at chunk bytes (0: whole) */
 /* The chunk the engine cuts with: a multiple of 64 bytes, at least 64 (0:
  * no chunking). Whoever predicts the engine's chunks uses it too. */
 static size_t chunk_round(size_t chunk)
@@ -276,6 +275,7 @@ static size_t chunk_round(size_t chunk)
     return chunk < 64 ? 64 : chunk & ~(size_t)63;
 }
 
+/* chunks of a step of len > 0 bytes cut at chunk bytes (0: whole) */
 static inline uint32_t nchunks_of(size_t len, size_t chunk)
 {
     size_t c = chunk ? chunk : len;
@@ -682,11 +682,10 @@ void sched_xfer_shapes(const struct sched *s, size_t chunk,
         /* The last chunk of a length that is not a multiple of the chunk
          * is shorter, and a stager may hold a short chunk in a buffer of
          * another kind than the full ones (gpu_tp: pinned buffers of 64 KiB
-         * for chunks up to 64 KiB, of the chunk size above). Reported as
-         * one chunk of its own length, it is set aside in its own kind; as
-         * one more full chunk, nothing of its kind was set aside, and a
-         * stream-ordered request, which may not allocate once its kernel
-         * runs, waited for ever for a buffer that no step would give back
+         * for chunks up to 64 KiB, of the chunk size above). So it is
+         * reported as one chunk of its own length: a stream-ordered
+         * request, which may not allocate once its kernel runs, would
+         * otherwise wait for ever for a buffer of a kind nothing set aside
          * (every size whose steps end in a chunk of 64 KiB or less). */
         size_t tail = st->len - (size_t)(n - 1) * chunk;
         if (tail == chunk) {
