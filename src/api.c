@@ -12,6 +12,7 @@
 
 #include "boot.h"
 #include "comm.h"
+#include "comm_gpu.h"
 #include "log.h"
 
 /* ---- argument checks ------------------------------------------------------ */
@@ -79,17 +80,25 @@ static fc_result_t check_rank(int r, int size, const char *what)
             return rc_;                                                                        \
     } while (0)
 
-/* Set by the stream-ordered twins for the duration of their call. */
-static __thread void *cur_stream;
-static __thread int in_stream_call;
+/* How a collective runs: to completion (the plain calls), started with
+ * its request handed back (the fc_i* calls: req), or queued on a CUDA
+ * stream (the *_stream twins: on_stream, stream NULL being the legacy
+ * default stream). Every do_* below takes one. */
+struct how {
+    fc_request_t *req;
+    int on_stream;
+    void *stream;
+};
+static const struct how BLOCKING = {0};
+#define NONBLOCKING(r) (&(const struct how){.req = (r)})
+#define ON_STREAM(s) (&(const struct how){.on_stream = 1, .stream = (s)})
 
-/* Runs a collective to completion, starts it when req is non-NULL, or
- * queues it on a CUDA stream inside a *_stream call. */
 static fc_result_t run(fc_comm_t c, const struct coll_args *a, const void *sendbuf,
-                       void *recvbuf, fc_request_t *req)
+                       void *recvbuf, const struct how *h)
 {
-    if (in_stream_call)
-        return comm_stream_collective(c, a, sendbuf, recvbuf, cur_stream);
+    if (h->on_stream)
+        return comm_stream_collective(c, a, sendbuf, recvbuf, h->stream);
+    fc_request_t *req = h->req;
     struct fc_request *r = NULL;
     fc_result_t rc = comm_collective(c, a, sendbuf, recvbuf, &r);
     if (rc != FC_SUCCESS)
@@ -120,7 +129,7 @@ static struct coll_args args_of(fc_comm_t c, enum coll_kind k, size_t count, fc_
 /* ---- allreduce / broadcast / reduce --------------------------------------- */
 
 static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
-                                fc_datatype_t dt, fc_op_t op, fc_comm_t comm, fc_request_t *req)
+                                fc_datatype_t dt, fc_op_t op, fc_comm_t comm, const struct how *h)
 {
     size_t es = 1;
     TRY(check_comm(comm));
@@ -131,15 +140,15 @@ static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count
     TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
     struct coll_args a = args_of(comm, COLL_ALLREDUCE, count, dt, op, 0, es, sendbuf == recvbuf);
     fc_result_t rc;
-    if (!req && !in_stream_call && comm_fused_allreduce(comm, &a, sendbuf, recvbuf, &rc))
+    if (!h->req && !h->on_stream && comm_fused_allreduce(comm, &a, sendbuf, recvbuf, &rc))
         return rc;
-    return run(comm, &a, sendbuf, recvbuf, req);
+    return run(comm, &a, sendbuf, recvbuf, h);
 }
 
 fc_result_t fc_allreduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
                          fc_op_t op, fc_comm_t comm)
 {
-    return named("fc_allreduce", do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL));
+    return named("fc_allreduce", do_allreduce(sendbuf, recvbuf, count, dt, op, comm, &BLOCKING));
 }
 
 fc_result_t fc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
@@ -147,11 +156,12 @@ fc_result_t fc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, fc_d
 {
     if (!req)
         return named("fc_iallreduce", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
-    return named("fc_iallreduce", do_allreduce(sendbuf, recvbuf, count, dt, op, comm, req));
+    return named("fc_iallreduce",
+                 do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NONBLOCKING(req)));
 }
 
 static fc_result_t do_broadcast(const void *sendbuf, void *recvbuf, size_t count,
-                                fc_datatype_t dt, int root, fc_comm_t comm, fc_request_t *req)
+                                fc_datatype_t dt, int root, fc_comm_t comm, const struct how *h)
 {
     size_t es = 1;
     TRY(check_comm(comm));
@@ -163,13 +173,13 @@ static fc_result_t do_broadcast(const void *sendbuf, void *recvbuf, size_t count
     TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
     struct coll_args a = args_of(comm, COLL_BCAST, count, dt, FC_SUM, root, es,
                                  comm->rank == root && sendbuf == recvbuf);
-    return run(comm, &a, comm->rank == root ? sendbuf : NULL, recvbuf, req);
+    return run(comm, &a, comm->rank == root ? sendbuf : NULL, recvbuf, h);
 }
 
 fc_result_t fc_broadcast(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
                          int root, fc_comm_t comm)
 {
-    return named("fc_broadcast", do_broadcast(sendbuf, recvbuf, count, dt, root, comm, NULL));
+    return named("fc_broadcast", do_broadcast(sendbuf, recvbuf, count, dt, root, comm, &BLOCKING));
 }
 
 fc_result_t fc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
@@ -177,11 +187,12 @@ fc_result_t fc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, fc_d
 {
     if (!req)
         return named("fc_ibroadcast", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
-    return named("fc_ibroadcast", do_broadcast(sendbuf, recvbuf, count, dt, root, comm, req));
+    return named("fc_ibroadcast",
+                 do_broadcast(sendbuf, recvbuf, count, dt, root, comm, NONBLOCKING(req)));
 }
 
 static fc_result_t do_reduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
-                             fc_op_t op, int root, fc_comm_t comm, fc_request_t *req)
+                             fc_op_t op, int root, fc_comm_t comm, const struct how *h)
 {
     size_t es = 1;
     TRY(check_comm(comm));
@@ -194,13 +205,13 @@ static fc_result_t do_reduce(const void *sendbuf, void *recvbuf, size_t count, f
         TRY(check_buf(recvbuf, count * es, es, "recvbuf (at the root)"));
     struct coll_args a = args_of(comm, COLL_REDUCE, count, dt, op, root, es,
                                  comm->rank == root && sendbuf == recvbuf);
-    return run(comm, &a, sendbuf, comm->rank == root ? recvbuf : NULL, req);
+    return run(comm, &a, sendbuf, comm->rank == root ? recvbuf : NULL, h);
 }
 
 fc_result_t fc_reduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
                       fc_op_t op, int root, fc_comm_t comm)
 {
-    return named("fc_reduce", do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL));
+    return named("fc_reduce", do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, &BLOCKING));
 }
 
 fc_result_t fc_ireduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
@@ -208,13 +219,14 @@ fc_result_t fc_ireduce(const void *sendbuf, void *recvbuf, size_t count, fc_data
 {
     if (!req)
         return named("fc_ireduce", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
-    return named("fc_ireduce", do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, req));
+    return named("fc_ireduce",
+                 do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NONBLOCKING(req)));
 }
 
 /* ---- allgather / reduce_scatter / alltoall / barrier ---------------------- */
 
 static fc_result_t do_allgather(const void *sendbuf, void *recvbuf, size_t count,
-                                fc_datatype_t dt, fc_comm_t comm, fc_request_t *req)
+                                fc_datatype_t dt, fc_comm_t comm, const struct how *h)
 {
     size_t es = 1;
     TRY(check_comm(comm));
@@ -224,13 +236,13 @@ static fc_result_t do_allgather(const void *sendbuf, void *recvbuf, size_t count
     TRY(check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf"));
     int ip = count > 0 && sendbuf == (const char *)recvbuf + (size_t)comm->rank * count * es;
     struct coll_args a = args_of(comm, COLL_ALLGATHER, count, dt, FC_SUM, 0, es, ip);
-    return run(comm, &a, sendbuf, recvbuf, req);
+    return run(comm, &a, sendbuf, recvbuf, h);
 }
 
 fc_result_t fc_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, fc_datatype_t dt,
                          fc_comm_t comm)
 {
-    return named("fc_allgather", do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL));
+    return named("fc_allgather", do_allgather(sendbuf, recvbuf, sendcount, dt, comm, &BLOCKING));
 }
 
 fc_result_t fc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -238,12 +250,13 @@ fc_result_t fc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 {
     if (!req)
         return named("fc_iallgather", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
-    return named("fc_iallgather", do_allgather(sendbuf, recvbuf, sendcount, dt, comm, req));
+    return named("fc_iallgather",
+                 do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NONBLOCKING(req)));
 }
 
 static fc_result_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t count,
                                      fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
-                                     fc_request_t *req)
+                                     const struct how *h)
 {
     size_t es = 1;
     TRY(check_comm(comm));
@@ -254,14 +267,14 @@ static fc_result_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t 
     TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
     int ip = count > 0 && recvbuf == (const char *)sendbuf + (size_t)comm->rank * count * es;
     struct coll_args a = args_of(comm, COLL_REDUCE_SCATTER, count, dt, op, 0, es, ip);
-    return run(comm, &a, sendbuf, recvbuf, req);
+    return run(comm, &a, sendbuf, recvbuf, h);
 }
 
 fc_result_t fc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                               fc_datatype_t dt, fc_op_t op, fc_comm_t comm)
 {
     return named("fc_reduce_scatter",
-                 do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL));
+                 do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, &BLOCKING));
 }
 
 fc_result_t fc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -270,11 +283,11 @@ fc_result_t fc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvco
     if (!req)
         return named("fc_ireduce_scatter", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
     return named("fc_ireduce_scatter",
-                 do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, req));
+                 do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NONBLOCKING(req)));
 }
 
 static fc_result_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
-                               fc_datatype_t dt, fc_comm_t comm, fc_request_t *req)
+                               fc_datatype_t dt, fc_comm_t comm, const struct how *h)
 {
     size_t es = 1;
     TRY(check_comm(comm));
@@ -284,13 +297,13 @@ static fc_result_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
     TRY(check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf"));
     struct coll_args a = args_of(comm, COLL_ALLTOALL, count, dt, FC_SUM, 0, es,
                                  sendbuf == recvbuf);
-    return run(comm, &a, sendbuf, recvbuf, req);
+    return run(comm, &a, sendbuf, recvbuf, h);
 }
 
 fc_result_t fc_alltoall(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
                         fc_comm_t comm)
 {
-    return named("fc_alltoall", do_alltoall(sendbuf, recvbuf, count, dt, comm, NULL));
+    return named("fc_alltoall", do_alltoall(sendbuf, recvbuf, count, dt, comm, &BLOCKING));
 }
 
 fc_result_t fc_ialltoall(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
@@ -298,26 +311,26 @@ fc_result_t fc_ialltoall(const void *sendbuf, void *recvbuf, size_t count, fc_da
 {
     if (!req)
         return named("fc_ialltoall", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
-    return named("fc_ialltoall", do_alltoall(sendbuf, recvbuf, count, dt, comm, req));
+    return named("fc_ialltoall", do_alltoall(sendbuf, recvbuf, count, dt, comm, NONBLOCKING(req)));
 }
 
-static fc_result_t do_barrier(fc_comm_t comm, fc_request_t *req)
+static fc_result_t do_barrier(fc_comm_t comm, const struct how *h)
 {
     TRY(check_comm(comm));
     struct coll_args a = args_of(comm, COLL_BARRIER, 0, FC_UINT8, FC_SUM, 0, 1, 0);
-    return run(comm, &a, NULL, NULL, req);
+    return run(comm, &a, NULL, NULL, h);
 }
 
 fc_result_t fc_barrier(fc_comm_t comm)
 {
-    return named("fc_barrier", do_barrier(comm, NULL));
+    return named("fc_barrier", do_barrier(comm, &BLOCKING));
 }
 
 fc_result_t fc_ibarrier(fc_comm_t comm, fc_request_t *req)
 {
     if (!req)
         return named("fc_ibarrier", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
-    return named("fc_ibarrier", do_barrier(comm, req));
+    return named("fc_ibarrier", do_barrier(comm, NONBLOCKING(req)));
 }
 
 /* ---- point to point ------------------------------------------------------- */
@@ -481,7 +494,7 @@ fc_result_t fc_comm_init(fc_comm_t *comm)
     rc = boot_from_launcher(cfg, &b);
     if (rc == FC_SUCCESS) {
         FC_INFO(LOG_BOOT, "bootstrap: %s", b->how);
-        rc = comm_create(b, cfg, comm);
+        rc = comm_create(b, cfg, &comm_gpu_device, comm);
     }
     return named("fc_comm_init", rc);
 }
@@ -513,7 +526,7 @@ fc_result_t fc_comm_init_rank(fc_comm_t *comm, int nranks, const fc_unique_id_t 
     if (rc == FC_SUCCESS)
         rc = boot_from_unique_id(cfg, id, nranks, rank, &b);
     if (rc == FC_SUCCESS)
-        rc = comm_create(b, cfg, comm);
+        rc = comm_create(b, cfg, &comm_gpu_device, comm);
     return named("fc_comm_init_rank", rc);
 }
 
@@ -567,59 +580,41 @@ fc_result_t fc_comm_query(fc_comm_t comm, fc_comm_attr_t *attr)
 
 /* ---- stream-ordered twins ---------------------------------------------------- */
 /* The same argument checks as the blocking calls, then the operation is
- * queued on the stream (comm_gpu.c). */
-
-static fc_result_t stream_call(void *stream)
-{
-    cur_stream = stream;
-    in_stream_call = 1;
-    return FC_SUCCESS;
-}
-
-static fc_result_t stream_end(fc_result_t rc)
-{
-    in_stream_call = 0;
-    cur_stream = NULL;
-    return rc;
-}
+ * queued on the stream (src/gpu/stream.c). */
 
 fc_result_t fc_allreduce_stream(const void *sendbuf, void *recvbuf, size_t count,
                                 fc_datatype_t dt, fc_op_t op, fc_comm_t comm, void *cuda_stream)
 {
-    stream_call(cuda_stream);
     return named("fc_allreduce_stream",
-                 stream_end(do_allreduce(sendbuf, recvbuf, count, dt, op, comm, NULL)));
+                 do_allreduce(sendbuf, recvbuf, count, dt, op, comm, ON_STREAM(cuda_stream)));
 }
 
 fc_result_t fc_broadcast_stream(const void *sendbuf, void *recvbuf, size_t count,
                                 fc_datatype_t dt, int root, fc_comm_t comm, void *cuda_stream)
 {
-    stream_call(cuda_stream);
     return named("fc_broadcast_stream",
-                 stream_end(do_broadcast(sendbuf, recvbuf, count, dt, root, comm, NULL)));
+                 do_broadcast(sendbuf, recvbuf, count, dt, root, comm, ON_STREAM(cuda_stream)));
 }
 
 fc_result_t fc_reduce_stream(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
                              fc_op_t op, int root, fc_comm_t comm, void *cuda_stream)
 {
-    stream_call(cuda_stream);
     return named("fc_reduce_stream",
-                 stream_end(do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, NULL)));
+                 do_reduce(sendbuf, recvbuf, count, dt, op, root, comm, ON_STREAM(cuda_stream)));
 }
 
 fc_result_t fc_allgather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
                                 fc_datatype_t dt, fc_comm_t comm, void *cuda_stream)
 {
-    stream_call(cuda_stream);
     return named("fc_allgather_stream",
-                 stream_end(do_allgather(sendbuf, recvbuf, sendcount, dt, comm, NULL)));
+                 do_allgather(sendbuf, recvbuf, sendcount, dt, comm, ON_STREAM(cuda_stream)));
 }
 
 fc_result_t fc_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
                                      fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
                                      void *cuda_stream)
 {
-    stream_call(cuda_stream);
     return named("fc_reduce_scatter_stream",
-                 stream_end(do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm, NULL)));
+                 do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm,
+                                   ON_STREAM(cuda_stream)));
 }

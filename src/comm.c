@@ -17,11 +17,47 @@
 #include <unistd.h>
 
 #include "boot.h"
-#include "gpu.h"
-#include "gpu_tp.h"
 #include "log.h"
 #include "prov.h"
 #include "rails.h"
+
+/* ---- a family without device memory ------------------------------------------ */
+
+static fc_result_t host_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
+                              struct fc_request *r)
+{
+    (void)c, (void)sendbuf, (void)recvbuf, (void)r;
+    return FC_SUCCESS; /* r->tp stays NULL: the family's transport */
+}
+
+static fc_result_t host_order(struct fc_comm *c, struct fc_request *r)
+{
+    (void)c, (void)r;
+    return FC_SUCCESS;
+}
+
+static void host_stream_start(struct comm_shared *sh)
+{
+    (void)sh; /* nothing is ever queued */
+}
+
+static void host_release(struct comm_shared *sh)
+{
+    (void)sh;
+}
+
+static int host_present(void)
+{
+    return 0;
+}
+
+const struct comm_device comm_host_only = {
+    .route = host_route,
+    .order_after_caller = host_order,
+    .stream_start_ready = host_stream_start,
+    .release = host_release,
+    .present = host_present,
+};
 
 double comm_now(void)
 {
@@ -56,8 +92,8 @@ static void finish(struct fc_request *r, fc_result_t rc)
     r->done = 1;
     r->result = rc;
     unlink_active(r->comm->sh, r);
-    if (r->stream_ordered)
-        comm_stream_finished(r); /* nobody waits for it: release its stream */
+    if (r->on_finish)
+        r->on_finish(r); /* nobody waits for it (stream-ordered) */
 }
 
 static int tp_idle(struct transport *t)
@@ -68,7 +104,7 @@ static int tp_idle(struct transport *t)
 void comm_progress_locked(struct comm_shared *sh)
 {
     if (sh->stream_q)
-        comm_stream_start_ready(sh);
+        sh->dev->stream_start_ready(sh);
     if (sh->failed == FC_SUCCESS) {
         int n = 0;
         fc_result_t rc = sh->ptp->ops->progress(sh->ptp, &n);
@@ -420,7 +456,7 @@ static fc_result_t build_from(struct fc_comm *c, const struct coll_args *a,
     fc_result_t rc;
     if (r) {
         /* a finished run of the same call: its schedule, once more */
-        rc = comm_memory_route(c, sendbuf, recvbuf, r);
+        rc = c->sh->dev->route(c, sendbuf, recvbuf, r);
         if (rc != FC_SUCCESS || r->tp) {
             pthread_mutex_lock(&c->sh->lock); /* its scratch is the family's */
             comm_request_free(r);
@@ -442,7 +478,7 @@ static fc_result_t build_from(struct fc_comm *c, const struct coll_args *a,
         r = comm_request_new(c, a->dt, a->op);
         if (!r)
             return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a request");
-        rc = comm_memory_route(c, sendbuf, recvbuf, r);
+        rc = c->sh->dev->route(c, sendbuf, recvbuf, r);
         if (rc != FC_SUCCESS) {
             comm_request_free(r);
             return rc;
@@ -473,7 +509,7 @@ fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const 
     fc_result_t rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
     if (rc != FC_SUCCESS)
         return rc;
-    rc = comm_order_after_caller(c, r);
+    rc = c->sh->dev->order_after_caller(c, r);
     if (rc != FC_SUCCESS) {
         /* its sequence number is taken: the peers wait for this call */
         comm_break(c, rc, "%.200s could not start: %.280s", comm_request_desc(r), err_get());
@@ -539,7 +575,7 @@ static uint64_t hash_host(const char *s)
 
 #define FC_VERSION_CODE ((FC_VERSION_MAJOR << 16) | (FC_VERSION_MINOR << 8) | FC_VERSION_PATCH)
 
-static fc_result_t shared_new(struct comm_shared **out)
+static fc_result_t shared_new(const struct comm_device *dev, struct comm_shared **out)
 {
     struct comm_shared *sh = calloc(1, sizeof(*sh));
     if (!sh)
@@ -548,6 +584,7 @@ static fc_result_t shared_new(struct comm_shared **out)
     pthread_mutex_init(&sh->launch_lock, NULL);
     pthread_cond_init(&sh->cond, NULL);
     sh->refs = 1;
+    sh->dev = dev;
     sh->next_comm_id = 1;
     *out = sh;
     return FC_SUCCESS;
@@ -573,8 +610,7 @@ static void shared_release(struct comm_shared *sh)
         sh->zombies = z->next;
         comm_request_free(z); /* its scratch goes back to the transport */
     }
-    comm_fused_free(sh);
-    gpu_tp_destroy(sh->gpu);
+    sh->dev->release(sh);
     rails_destroy(sh->rails);
     for (int i = 1; i < sh->nrails; i++)
         prov_close(sh->rail_ep[i]);
@@ -873,7 +909,8 @@ static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct 
     return rc;
 }
 
-fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
+fc_result_t comm_create(struct boot *b, const cfg_t *cfg, const struct comm_device *dev,
+                        struct fc_comm **out)
 {
     fc_result_t rc;
     const int n = b->nranks, me = b->rank;
@@ -908,7 +945,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
     mine.rails = cfg->rails;
     mine.tune_device = cfg->tune_memory == CFG_TUNE_MEM_DEVICE ||
                        (cfg->tune_memory == CFG_TUNE_MEM_AUTO && cfg->gpu_fused != CFG_FUSED_OFF &&
-                        gpu_available(NULL));
+                        dev->present());
     cpu_set_t cpus;
     if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
         mine.cpus = CPU_COUNT(&cpus);
@@ -1013,7 +1050,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out)
         goto fail;
 
     /* 3. endpoints and their addresses */
-    rc = shared_new(&sh);
+    rc = shared_new(dev, &sh);
     if (rc != FC_SUCCESS)
         goto fail;
     struct addr_info am;

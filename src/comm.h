@@ -25,8 +25,36 @@ struct prov_ep;
 struct fc_request;
 struct boot;
 struct gpu_tp;
+struct gpu_event;
+struct gpu_stream_path;
 struct fused;
 struct rails;
+struct comm_shared;
+
+/* ---- the device branch, as the core sees it ----------------------------------
+ * Device memory lives beside the core (src/gpu/), which never includes it
+ * nor calls into it by name. A family gets the branch's hooks at creation
+ * from the layer above (api.c hands comm_gpu_device to comm_create); a
+ * caller without device memory gives comm_host_only, whose hooks do
+ * nothing. No hook is NULL. */
+struct comm_device {
+    /* r's transport for these buffers: r->tp left NULL for host memory,
+     * the device transport where either buffer is on a GPU. */
+    fc_result_t (*route)(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
+                         struct fc_request *r);
+    /* A blocking or nonblocking request routed to device memory starts
+     * after the caller's work on the legacy default stream. */
+    fc_result_t (*order_after_caller)(struct fc_comm *c, struct fc_request *r);
+    /* Progress (lock held): starts the stream-ordered requests whose
+     * stream has reached them. */
+    void (*stream_start_ready)(struct comm_shared *sh);
+    /* The family's device state, at its end (the progress thread and the
+     * endpoints stopped). */
+    void (*release)(struct comm_shared *sh);
+    /* A GPU is here (device tuning, FC_TUNE_MEMORY=auto). */
+    int (*present)(void);
+};
+extern const struct comm_device comm_host_only;
 
 #define COMM_MAX_RAILS 8
 /* completion-queue polls before a waiting rank yields (FC_SPIN=0, auto,
@@ -35,6 +63,7 @@ struct rails;
 
 struct comm_shared {
     int refs;
+    const struct comm_device *dev; /* the device branch's hooks */
     pthread_mutex_t lock;
     /* callers' stream-ordered launches, in order, without holding lock (a
      * CUDA launch may wait for the GPU, whose kernels may wait for the
@@ -46,7 +75,7 @@ struct comm_shared {
     struct rails *rails;       /* over ep and rail_ep when nrails > 1 */
     struct transport *tp;
     struct gpu_tp *gpu;        /* device-memory transport over tp, made on first use */
-    struct fused *fused;       /* the fused small allreduce's memory (comm_gpu.c) */
+    struct fused *fused;       /* the fused small allreduce's memory (gpu/fused.c) */
     struct transport *ptp;     /* what progress drives: gpu's when it exists, else tp */
     int nworld;                /* transport peers */
     uint32_t next_comm_id;     /* ids this process has not used yet */
@@ -113,6 +142,10 @@ struct fc_request {
     int p2p;                   /* failures of p2p mismatches leave the comm usable */
     int delivery;              /* sends complete when delivered */
     struct transport *tp;      /* NULL: the family's */
+    /* a request nobody waits for (stream-ordered) ends here, lock held:
+     * the device branch releases its stream and frees it; NULL: the
+     * waiter (comm_wait, comm_test) frees it */
+    void (*on_finish)(struct fc_request *r);
     /* stream-ordered operations (fc_*_stream) */
     int stream_ordered;        /* a *_stream call's (stream may be NULL: the default) */
     void *stream;              /* the caller's CUDA stream */
@@ -120,6 +153,7 @@ struct fc_request {
     uint32_t fused;            /* the fused kernel's seq on the stream (0: not fused) */
     int selected;              /* algo is the tuner's choice for key (comm_build), not a
                                   path's own (the fused device path's exchange) */
+    const struct gpu_stream_path *spath; /* how it meets its stream (gpu/queue.h) */
     struct gpu_tp *lane;       /* its GPU work runs in our kernel on the stream (gpu_tp_lane) */
     uint32_t launch;           /* that kernel's launch number */
     double queued_at;          /* when first seen waiting for its stream (0: not yet) */
@@ -140,7 +174,7 @@ int comm_break(struct fc_comm *c, fc_result_t rc, const char *fmt, ...)
 const char *comm_request_desc(struct fc_request *r);
 
 /* The fused device allreduce's range: n vectors of at most this many bytes
- * (comm_gpu.c), which device tuning (FC_TUNE_MEMORY) gives to gather. */
+ * (gpu/fused.c), which device tuning (FC_TUNE_MEMORY) gives to gather. */
 #define COMM_FUSED_MAX ((size_t)32 << 10)
 
 /* The tuner's cost parameters for a provider (its table's alpha, beta,
@@ -148,8 +182,10 @@ const char *comm_request_desc(struct fc_request *r);
  * its chunks in flight per step (window: NULL to skip); fc_sim and fc_info
  * start from the same. */
 void comm_cost_params(const char *prov_name, int nnodes, struct coll_cost *cc, int *window);
-/* Creates a top-level communicator over a bootstrap (consumed). */
-fc_result_t comm_create(struct boot *b, const cfg_t *cfg, struct fc_comm **out);
+/* Creates a top-level communicator over a bootstrap (consumed); dev: the
+ * device branch's hooks (comm_host_only: none). */
+fc_result_t comm_create(struct boot *b, const cfg_t *cfg, const struct comm_device *dev,
+                        struct fc_comm **out);
 /* fc_comm_split. */
 fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **out);
 fc_result_t comm_destroy(struct fc_comm *c, int abort);
@@ -183,29 +219,7 @@ fc_result_t comm_build_algo(struct fc_comm *c, const struct coll_args *a,
 /* Builds and starts a collective (the public calls end here). */
 fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                             void *recvbuf, struct fc_request **out);
-/* The stream-ordered form: queued behind the work already on stream, and
- * later work on stream waits for it (src/comm_stream.c). */
-fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
-                                   const void *sendbuf, void *recvbuf, void *stream);
-
-/* ---- device memory (comm_gpu.c) ------------------------------------------------ */
-/* Sends r through the device-memory transport when a buffer is on a GPU. */
-fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
-                              struct fc_request *r);
-/* A blocking allreduce of a small vector in device memory, as one CUDA
- * kernel around gather's exchange (comm_gpu.c). 0: not for this call (run
- * it the usual way); 1: done, *rc its result. */
-int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                         void *recvbuf, fc_result_t *rc);
-void comm_fused_free(struct comm_shared *sh);
 /* The progress thread's body. */
 void *comm_progress_main(void *arg);
-/* A blocking or nonblocking operation on device buffers starts after the
- * caller's work on the legacy default stream (stream-ordered ones are
- * ordered by their stream instead). */
-fc_result_t comm_order_after_caller(struct fc_comm *c, struct fc_request *r);
-/* Progress-engine hooks for stream-ordered requests (lock held). */
-void comm_stream_start_ready(struct comm_shared *sh);
-void comm_stream_finished(struct fc_request *r);
 
 #endif /* FC_COMM_H */

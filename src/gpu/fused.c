@@ -1,487 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Communicators and device memory: which transport a collective on device
- * buffers goes through, and the stream-ordered collectives.
- *
- * Stream ordering (NCCL semantics). Device buffers (the usual case): all
- * of the collective's GPU work runs on the caller's stream, in one kernel
- * of ours queued there at the call (an executor: gpu.h), which runs the
- * copies and reductions the progress thread posts to it as the collective
- * goes, and leaves when it is over; later work on the stream waits for
- * the kernel. Nothing of ours sits on another stream, where CUDA's
- * hardware queues could hold it behind a waiting stream (stream-ordered
- * calls on several streams would then deadlock). The progress thread starts
- * the collective once the kernel runs (the stream's earlier work done).
- * The stream-ordered requests of one stream share the executor (a lane of
- * the device transport) and run one after another, as their kernels do.
- * Whatever a request stages through (pinned buffers, scratch) is set aside
- * at the call: while our kernels run, the progress thread makes no CUDA
- * call that allocates. Such a call takes the context's lock for writing,
- * which an application's cuMemFree (or cudaFree) holds while it waits for
- * the whole device, our kernels included: both would wait for ever.
- *
- * A host buffer with the other on the device: the request runs on the
- * lane's staging block, copied in from the host buffer before our kernel
- * or out to it after, on the caller's stream (a host function does the
- * pageable side). CUDA's per-thread default stream: one lane per calling
- * thread. Lanes are at most 32 per family; an idle one (its kernels gone)
- * serves a new stream, and a call finding all 32 busy waits for one
- * (bounded by FC_TIMEOUT). Where no executor can be made (out of pinned
- * memory) the call fails and says so: there is no second way. (A caller's
- * stream waiting on a pinned host word raised by the progress thread, with
- * the copies on streams of our own, would need allocations in the
- * progress thread, which a cudaFree meanwhile could hang, and its stream
- * wait could hold back a hardware queue that our own streams share.) A
- * call with nothing to move (count 0) returns at once.
- * Errors are kept and returned by the next call on the communicator and
- * by fc_comm_query.
- */
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "comm.h"
-#include "gpu.h"
-#include "gpu_tp.h"
-#include "log.h"
-#include "prov.h"
-
-/* stream-ordered requests in flight per family, at most */
-#define STREAM_MAX 4095
-
-fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
-                              struct fc_request *r)
-{
-    /* asked of CUDA on every call, not cached: 0.08 us for device memory,
-     * 0.2 us for host memory on an H200 node; a range's answer can change
-     * in place (cudaHostRegister) or when freed memory is mapped again */
-    struct gpu_ptr ps, pr;
-    gpu_ptr_info(sendbuf, &ps);
-    if (recvbuf == sendbuf)
-        pr = ps; /* in place: one question */
-    else
-        gpu_ptr_info(recvbuf, &pr);
-    int dev = -1;
-    if (ps.kind != GPU_HOST)
-        dev = ps.device;
-    if (pr.kind != GPU_HOST) {
-        if (dev >= 0 && dev != pr.device)
-            return FC_ERR(FC_ERR_INVALID_ARGUMENT,
-                          "sendbuf is on GPU %d and recvbuf on GPU %d: one collective works on "
-                          "one device", dev, pr.device);
-        dev = pr.device;
-    }
-    if (dev < 0)
-        return FC_SUCCESS; /* host memory: the fabric's transport as is */
-    struct comm_shared *sh = c->sh;
-    fc_result_t rc = FC_SUCCESS;
-    pthread_mutex_lock(&sh->lock);
-    if (!sh->gpu) {
-        int hmem = prov_hmem(sh->ep);
-        /* the communicator's chunk, whatever the memory: both ends of a
-         * message must cut it alike, and a peer's buffer may be host memory */
-        size_t chunk = c->chunk;
-        rc = gpu_tp_create(sh->tp, dev, hmem, prov_rndv_min_get(sh->ep), chunk, &sh->gpu);
-        if (rc == FC_SUCCESS) {
-            sh->ptp = gpu_tp_transport(sh->gpu);
-            /* pageable copies of mixed stream-ordered calls: split over the
-             * CPUs each rank of this node may have, up to 4 */
-            int ways = 1;
-            cpu_set_t cpus;
-            if (!c->oversubscribed && sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
-                ways = CPU_COUNT(&cpus) / (c->attr.local_size > 0 ? c->attr.local_size : 1);
-            gpu_copy_ways(ways);
-            char bus[32];
-            gpu_pci_id(dev, bus, sizeof(bus));
-            FC_INFO(LOG_INIT | LOG_NET, "device buffers on GPU %d (%s): %s, chunks of %zu bytes",
-                    dev, bus,
-                    hmem ? "gdr tier: the provider registers device memory, no staging"
-                         : "staged through pinned host buffers (D2H/H2D overlapping the "
-                           "transfers)",
-                    chunk);
-        }
-    } else if (gpu_tp_device(sh->gpu) != dev) {
-        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,
-                    "device buffers on GPU %d, but this communicator already works with GPU %d "
-                    "(one GPU per communicator)",
-                    dev, gpu_tp_device(sh->gpu));
-    }
-    pthread_mutex_unlock(&sh->lock);
-    if (rc != FC_SUCCESS)
-        return rc;
-    c->gpu_device = dev;
-    r->tp = gpu_tp_transport(sh->gpu);
-    return FC_SUCCESS;
-}
-
-fc_result_t comm_order_after_caller(struct fc_comm *c, struct fc_request *r)
-{
-    if (!r->tp || !c->sh->gpu)
-        return FC_SUCCESS;
-    pthread_mutex_lock(&c->sh->lock);
-    fc_result_t rc = gpu_tp_order_after_default(c->sh->gpu);
-    pthread_mutex_unlock(&c->sh->lock);
-    return rc;
-}
-
-static int fused_stream_ready(struct fc_request *r);
-static void fused_stream_done(struct fc_request *r);
-
-void comm_stream_finished(struct fc_request *r)
-{
-    struct fc_comm *c = r->comm;
-    struct comm_shared *sh = c->sh;
-    if (comm_break(c, r->result, "%.200s (stream-ordered): %.280s", comm_request_desc(r),
-                   r->s.errmsg))
-        FC_WARN(LOG_COLL, "%s", c->brokenmsg);
-    if (r->fused)
-        fused_stream_done(r);
-    if (r->lane) {
-        /* the kernel leaves after the work posted so far */
-        fc_result_t rc = gpu_tp_lane_close(r->lane);
-        if (rc != FC_SUCCESS)
-            comm_break(c, rc, "%.200s: %.280s", comm_request_desc(r), err_get());
-        r->lane = NULL;
-    }
-    FC_TRACE(LOG_COLL, "%s: finished (stream-ordered)", comm_request_desc(r));
-    gpu_event_put(r->ready);
-    r->ready = NULL;
-    if (r->s.xfers_out > 0 && sh->failed == FC_SUCCESS) {
-        r->next = sh->zombies;
-        sh->zombies = r;
-    } else {
-        comm_request_free(r);
-    }
-    sh->stream_active--;
-    sh->stream_gen++;
-}
-
-/* The oldest stream-ordered request has waited FC_TIMEOUT for its stream:
- * said once (not an error: the stream's earlier work may be long). */
-static void stream_wait_note(struct fc_request *r)
-{
-    double limit = r->comm->cfg.timeout, now = comm_now();
-    if (r->queued_at == 0) {
-        r->queued_at = now;
-        return;
-    }
-    if (limit <= 0 || now - r->queued_at < limit || r->wait_noted)
-        return;
-    r->wait_noted = 1;
-    FC_WARN(LOG_COLL, "%s (stream-ordered) has waited %.0f s (FC_TIMEOUT) to start on rank %d "
-            "of %d: %s. The caller's stream %p has not reached it: its earlier work is long or "
-            "stuck",
-            comm_request_desc(r), now - r->queued_at, r->comm->rank, r->comm->size,
-            r->fused ? "its fused kernel has not put its vector out"
-            : r->lane ? (gpu_event_done(r->ready) > 0 ? "the work before it is done, but our "
-                                                        "kernel on the stream has not started"
-                                                      : "the work queued before it is not done")
-                      : "the work queued before it is not done",
-            r->stream);
-}
-
-void comm_stream_start_ready(struct comm_shared *sh)
-{
-    while (sh->stream_q) {
-        struct fc_request *r = sh->stream_q;
-        int d = r->fused ? fused_stream_ready(r) : gpu_event_done(r->ready);
-        if (d > 0 && r->lane)
-            d = gpu_tp_lane_started(r->lane, r->launch);
-        if (d == 0) {
-            stream_wait_note(r);
-            return;
-        }
-        sh->stream_q = r->next;
-        if (!sh->stream_q)
-            sh->stream_q_tail = NULL;
-        r->next = NULL;
-        fc_result_t rc = d < 0 ? FC_ERR_CUDA : FC_SUCCESS;
-        if (r->lane && rc == FC_SUCCESS)
-            gpu_tp_lane_open(r->lane); /* its kernel runs: the GPU work goes to it */
-        if (rc != FC_SUCCESS)
-            sched_fail(&r->s, rc, "the work queued before it on the stream failed: %s",
-                       err_get());
-        else if (r->comm->broken != FC_SUCCESS)
-            sched_fail(&r->s, rc = r->comm->broken, "an earlier operation failed");
-        else if ((rc = comm_start_locked(r, r->sendbuf, r->recvbuf, r->tagbase, NULL, 0)) !=
-                 FC_SUCCESS)
-            sched_fail(&r->s, rc, "%s", err_get());
-        if (rc != FC_SUCCESS) {
-            r->done = 1;
-            r->result = rc;
-            comm_stream_finished(r);
-        } else {
-            FC_TRACE(LOG_COLL, "%s: started (stream-ordered, the stream's earlier work done)",
-                     comm_request_desc(r));
-        }
-        sh->stream_gen++;
-    }
-}
-
-/* What a stream-ordered request needs before it is queued: room among
- * the family's requests in flight, the progress thread. Lock held. */
-static fc_result_t stream_prepare(struct comm_shared *sh)
-{
-    fc_result_t rc = FC_SUCCESS;
-    if (sh->stream_active >= STREAM_MAX)
-        rc = FC_ERR(FC_ERR_UNSUPPORTED, "more than %d stream-ordered operations in flight on "
-                    "this communicator family: synchronize a stream now and then",
-                    STREAM_MAX);
-    if (rc == FC_SUCCESS && !sh->thread_on) {
-        /* stream-ordered work needs someone to drive it while the caller
-         * is away: the progress thread */
-        if (pthread_create(&sh->thread, NULL, comm_progress_main, sh) == 0)
-            sh->thread_on = 1;
-        else
-            rc = FC_ERR(FC_ERR_SYSTEM, "cannot start the progress thread: %m");
-    }
-    return rc;
-}
-
-/* Queues a built stream-ordered request for the progress thread (started
- * on first use), in order, to start on its buffers with its tag base once
- * the stream's earlier work is done. */
-static void queue_locked(struct comm_shared *sh, struct fc_request *r, void *stream,
-                         uint64_t tagbase, const void *sendbuf, void *recvbuf)
-{
-    r->stream = stream;
-    r->tagbase = tagbase;
-    r->sendbuf = (void *)sendbuf;
-    r->recvbuf = recvbuf;
-    r->stream_ordered = 1;
-    r->next = NULL;
-    if (sh->stream_q_tail)
-        sh->stream_q_tail->next = r;
-    else
-        sh->stream_q = r;
-    sh->stream_q_tail = r;
-    sh->stream_active++;
-    sh->stream_gen++;
-    pthread_cond_signal(&sh->cond);
-}
-
-static fc_result_t stream_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
-                                  uint64_t tagbase, const void *sendbuf, void *recvbuf)
-{
-    struct comm_shared *sh = c->sh;
-    pthread_mutex_lock(&sh->lock);
-    fc_result_t rc = stream_prepare(sh);
-    if (rc == FC_SUCCESS)
-        queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf);
-    pthread_mutex_unlock(&sh->lock);
-    return rc;
-}
-
-/* CUDA's per-thread default stream: one handle, a different stream in each
- * thread. A lane's kernels must run one after the other on one stream, so
- * there a lane is the calling thread's (a token never reused). */
-#define STREAM_PER_THREAD ((void *)0x2) /* CU_STREAM_PER_THREAD */
-static uint64_t lane_owner(void *stream)
-{
-    static __thread uint64_t me;
-    static uint64_t next;
-    if (stream != STREAM_PER_THREAD)
-        return 0;
-    if (!me)
-        me = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
-    return me;
-}
-
-/* The host buffer of a mixed call (the other on the device): the request
- * runs on the lane's staging block instead, copied in or out on the
- * caller's stream around our kernel. */
-struct lane_stage {
-    const void *in; /* host sendbuf */
-    void *out;      /* host recvbuf */
-    size_t len;
-};
-
-static void stage_of(const struct coll_args *a, const void *sendbuf, void *recvbuf,
-                     struct lane_stage *st)
-{
-    struct gpu_ptr p;
-    size_t sb = coll_region_bytes(a, 0), rb = coll_region_bytes(a, 1);
-    memset(st, 0, sizeof(*st));
-    if (sb && sendbuf && (gpu_ptr_info(sendbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST)) {
-        st->in = sendbuf;
-        st->len = sb;
-    } else if (rb && recvbuf && (gpu_ptr_info(recvbuf, &p) != FC_SUCCESS || p.kind == GPU_HOST)) {
-        st->out = recvbuf;
-        st->len = rb;
-    }
-}
-
-/* The stream's lane: found, made (outside the family's lock: CUDA
- * allocations may wait for the GPU, whose spinning kernels may wait for
- * the progress thread), or, with 32 in use, an idle one taken over; with
- * none idle the call waits for one, bounded by FC_TIMEOUT. Launch lock
- * held: the caller launches on the lane before anyone else looks. */
-static fc_result_t lane_get(struct fc_comm *c, void *stream, struct gpu_tp **out)
-{
-    struct comm_shared *sh = c->sh;
-    uint64_t owner = lane_owner(stream);
-    double t0 = 0;
-    for (;;) {
-        pthread_mutex_lock(&sh->lock);
-        struct gpu_tp *lane = gpu_tp_lane(sh->gpu, stream, owner);
-        int room = gpu_tp_lane_room(sh->gpu);
-        if (!lane && !room)
-            lane = gpu_tp_lane_reuse(sh->gpu, stream, owner);
-        pthread_mutex_unlock(&sh->lock);
-        if (lane || room) {
-            *out = lane;
-            break;
-        }
-        double now = comm_now();
-        if (t0 == 0) {
-            t0 = now;
-            static int told;
-            if (!told++)
-                FC_INFO(LOG_COLL, "stream-ordered calls in flight on 32 streams of one family: "
-                        "a call on another stream waits until one of them is done");
-        } else if (c->broken != FC_SUCCESS) {
-            return FC_ERR_QUIET(c->broken, "an earlier operation on this communicator failed: "
-                                "%s", c->brokenmsg);
-        } else if (c->cfg.timeout > 0 && now - t0 > c->cfg.timeout) {
-            return FC_ERR(FC_ERR_TIMEOUT, "a stream-ordered call on stream %p waited %.0f s "
-                          "(FC_TIMEOUT) for one of the 32 stream executors of this "
-                          "communicator family: their calls have not finished (their streams' "
-                          "earlier work is long or stuck, or a peer has not joined them)",
-                          stream, now - t0);
-        }
-        usleep(20);
-    }
-    if (*out)
-        return FC_SUCCESS;
-    struct gpu_tp *lane = gpu_tp_lane_new(sh->gpu, stream, owner);
-    if (!lane)
-        return FC_ERR(FC_ERR_CUDA,
-                      "no stream executor can be made for stream %p on GPU %d (%s): a "
-                      "stream-ordered call needs one (pinned host memory for its command ring "
-                      "and a kernel on the stream); free pinned memory, or use the blocking "
-                      "call",
-                      stream, gpu_tp_device(sh->gpu), err_get());
-    pthread_mutex_lock(&sh->lock);
-    gpu_tp_lane_add(sh->gpu, lane);
-    pthread_mutex_unlock(&sh->lock);
-    *out = lane;
-    return FC_SUCCESS;
-}
-
-/* The executor path (see the top): the stream's lane, what the request
- * will stage set aside, a host buffer's copy in, our kernel queued on the
- * stream, the request queued for the progress thread (*queued), the copy
- * out. */
-static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
-                                uint64_t tagbase, const void *sendbuf, void *recvbuf,
-                                const struct lane_stage *st, int *queued)
-{
-    struct comm_shared *sh = c->sh;
-    pthread_mutex_lock(&sh->launch_lock); /* lanes, launches and queue in one order */
-    struct gpu_tp *lane = NULL;
-    fc_result_t rc = lane_get(c, stream, &lane);
-    if (rc != FC_SUCCESS) {
-        pthread_mutex_unlock(&sh->launch_lock);
-        return rc;
-    }
-    /* what the request will stage, set aside now: once its kernel runs,
-     * nothing of it may wait for a CUDA allocation */
-    struct gpu_tp_need need = {.lane = lane, .window = c->window};
-    sched_xfer_shapes(&r->s, c->chunk, gpu_tp_need_add, &need);
-    rc = gpu_tp_lane_reserve(lane, &need, r->s.scratch ? 0 : r->s.scratch_bytes, &sh->lock);
-    void *dstage = NULL;
-    if (rc == FC_SUCCESS && st->len)
-        rc = gpu_tp_lane_stage(lane, st->len, &dstage);
-    if (rc == FC_SUCCESS && st->in) {
-        rc = gpu_tp_lane_stage_copy(lane, (void *)st->in, st->len, 1);
-        sendbuf = dstage;
-    }
-    if (st->out)
-        recvbuf = dstage;
-    if (rc == FC_SUCCESS) {
-        pthread_mutex_lock(&sh->lock);
-        rc = stream_prepare(sh);
-        pthread_mutex_unlock(&sh->lock);
-    }
-    if (rc == FC_SUCCESS)
-        rc = gpu_tp_lane_launch(lane, &r->launch);
-    if (rc == FC_SUCCESS) {
-        /* the kernel runs until its request closes it: queued whatever
-         * comes next */
-        pthread_mutex_lock(&sh->lock);
-        r->lane = lane;
-        r->tp = gpu_tp_transport(lane);
-        queue_locked(sh, r, stream, tagbase, sendbuf, recvbuf);
-        pthread_mutex_unlock(&sh->lock);
-        *queued = 1; /* r is the progress thread's now */
-        if (st->out)
-            rc = gpu_tp_lane_stage_copy(lane, st->out, st->len, 0);
-    }
-    pthread_mutex_unlock(&sh->launch_lock);
-    return rc;
-}
-
-static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                        void *recvbuf, void *stream, fc_result_t *rc);
-
-fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
-                                   const void *sendbuf, void *recvbuf, void *stream)
-{
-    const char *why;
-    if (!gpu_available(&why))
-        return FC_ERR(FC_ERR_UNSUPPORTED, "stream-ordered collectives need CUDA: %s", why);
-    if (c->broken != FC_SUCCESS)
-        return FC_ERR_QUIET(c->broken, "an earlier operation on this communicator failed: %s",
-                            c->brokenmsg);
-    fc_result_t rc; /* the fused path takes device buffers only */
-    if (a->kind == COLL_ALLREDUCE && fused_stream(c, a, sendbuf, recvbuf, stream, &rc))
-        return rc;
-    /* refused before the call takes its sequence number, so that this rank
-     * stays in step: the plain call on the same buffers may follow, and
-     * joins the peers' stream-ordered call */
-    if (a->count > 0 && !gpu_on_device(sendbuf) && !gpu_on_device(recvbuf))
-        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
-                      "stream-ordered collectives take device buffers; these are host memory "
-                      "(use the plain call)");
-    struct fc_request *r;
-    uint64_t tb;
-    rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
-    if (rc != FC_SUCCESS)
-        return rc;
-    if (!r->tp) { /* count 0 on host buffers: nothing to move, nothing to order (as NCCL) */
-        comm_request_free(r);
-        return FC_SUCCESS;
-    }
-    int dev = c->gpu_device >= 0 ? c->gpu_device : 0;
-    rc = gpu_event_get(dev, &r->ready);
-    if (rc == FC_SUCCESS)
-        rc = gpu_event_record_raw(r->ready, stream);
-    int queued = 0;
-    if (rc == FC_SUCCESS) {
-        struct lane_stage st;
-        stage_of(a, sendbuf, recvbuf, &st);
-        rc = lane_enqueue(c, r, stream, tb, sendbuf, recvbuf, &st, &queued);
-    }
-    if (queued) { /* later work on the stream waits for our kernel */
-        if (rc == FC_SUCCESS)
-            return FC_SUCCESS;
-        return FC_ERR(rc, "the collective runs, but its result cannot reach the host recvbuf: "
-                      "%s", err_get());
-    }
-    gpu_event_put(r->ready);
-    comm_request_free(r);
-    /* its sequence number is taken: the peers wait for this call */
-    comm_break(c, rc, "a stream-ordered %s could not be queued: %.400s",
-               coll_kind_name(a->kind), err_get());
-    return rc;
-}
-
-/* ---- the fused small allreduce ---------------------------------------------
- * Staged, a small allreduce on device buffers costs two trips to the GPU
+ * The fused small allreduce. Staged, a small allreduce on device buffers costs two trips to the GPU
  * and back (copy the vector out before sending it; reduce after the
  * exchange), each 7-9 us on an H200 from the call until the host sees it
  * done, plus the launches. When the cost model picks gather (the
@@ -503,6 +22,19 @@ fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
  * usual path). A call that fails raises the abort watermark (flags[3]), so
  * its kernel never spins past the call, and retires the fused path of the
  * family: a failed exchange may leave receives into the pinned vectors. */
+#define _GNU_SOURCE
+#include "fused.h"
+
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_gpu.h"
+#include "gpu.h"
+#include "log.h"
+#include "queue.h"
+
 #define FUSED_MAX COMM_FUSED_MAX
 /* auto: a kernel that keeps waiting this long (us) for the GPU, from launch
  * to start plus from the host's go to its done, FUSED_SLOW_CALLS calls in a
@@ -561,7 +93,7 @@ static char *fused_tmp(const struct fused *f)
     return (char *)(fused_in(f) + FUSED_IN_WORDS);
 }
 
-void comm_fused_free(struct comm_shared *sh)
+void gpu_fused_free(struct comm_shared *sh)
 {
     struct fused *f = sh->fused;
     if (!f)
@@ -782,7 +314,7 @@ static struct fused *fused_claim(struct fc_comm *c, const struct coll_args *a,
         f->pending = 0;
     }
     if (f && f->busy && f->pending && stream && f->chain == *stream &&
-        f->chain_owner == lane_owner(*stream) && f->use &&
+        f->chain_owner == gpu_stream_owner(*stream) && f->use &&
         f->device == ps.device) {
         *chained = 1;
     } else {
@@ -890,8 +422,10 @@ give_up:
  * flag for the stream to wait on). The progress thread runs the exchange
  * once the vector is out, then writes the others' vectors in. The family's
  * buffers stay busy until that kernel has written its done flag. */
-static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                        void *recvbuf, void *stream, fc_result_t *rc)
+static const struct gpu_stream_path fused_path;
+
+int gpu_fused_stream(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                     void *recvbuf, void *stream, fc_result_t *rc)
 {
     int chained;
     struct fused *f = fused_claim(c, a, sendbuf, recvbuf, &stream, &chained);
@@ -901,7 +435,7 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     /* what can fail without a trace goes first: then the usual path */
     gpu_event_t *ev = NULL;
     pthread_mutex_lock(&sh->lock);
-    *rc = stream_prepare(sh);
+    *rc = gpu_queue_prepare(sh);
     pthread_mutex_unlock(&sh->lock);
     if (*rc == FC_SUCCESS)
         *rc = gpu_event_get(f->device, &ev);
@@ -932,7 +466,7 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     f->kseq = seq;
     f->pending = seq;
     f->chain = stream;
-    f->chain_owner = lane_owner(stream);
+    f->chain_owner = gpu_stream_owner(stream);
     pthread_mutex_unlock(&sh->lock);
     /* after the kernel: tells a kernel that will never put its vector out
      * (an earlier failure on the stream) from one still queued */
@@ -945,7 +479,7 @@ static int fused_stream(struct fc_comm *c, const struct coll_args *a, const void
     if (*rc == FC_SUCCESS) {
         r->fused = seq;
         r->ready = ev;
-        *rc = stream_enqueue(c, r, stream, tb, NULL, fused_tmp(f));
+        *rc = gpu_queue_add(c, r, &fused_path, stream, tb, NULL, fused_tmp(f));
         if (*rc == FC_SUCCESS)
             return 1;
         pthread_mutex_lock(&sh->lock); /* a reused schedule's scratch is the family's */
@@ -1000,3 +534,15 @@ static void fused_stream_done(struct fc_request *r)
     }
     fused_put_others(f, c->size, r->fused, r->key.count * r->key.esize);
 }
+
+static const char *fused_waits_for(struct fc_request *r)
+{
+    (void)r;
+    return "its fused kernel has not put its vector out";
+}
+
+static const struct gpu_stream_path fused_path = {
+    .ready = fused_stream_ready,
+    .done = fused_stream_done,
+    .waits_for = fused_waits_for,
+};
