@@ -14,7 +14,7 @@
  * the data to send is the caller's vector itself, and the whole reduction
  * comes after the exchange, so one CUDA kernel can copy the vector out,
  * wait for the exchange and reduce, with no round trip to the GPU in
- * between (comm_gpu.c runs this exchange alone, coll_allreduce_gather_xchg,
+ * between (src/gpu/fused.c runs this exchange alone, coll_allreduce_gather_xchg,
  * around such a kernel; the messages are the same, so ranks on host and
  * device buffers can be mixed in one call).
  *
@@ -130,11 +130,11 @@ const struct coll_algo coll_allreduce_gather = {
      * many rounds with more bytes, which for small vectors the model puts
      * within a few percent of rd (and real runs cannot tell apart on host
      * buffers). Those ties are gather's: its exchange is what small device
-     * allreduces run as one kernel (comm_gpu.c), 2.5x faster than staged. */
+     * allreduces run as one kernel (src/gpu/fused.c), 2.5x faster than staged. */
     .tie_margin = 0.02,
 };
 
-/* Not in the table (FC_ALGO cannot pick it): comm_gpu.c's exchange. */
+/* Not in the table (FC_ALGO cannot pick it): src/gpu/fused.c's exchange. */
 const struct coll_algo coll_allreduce_gather_xchg = {
     .name = "gather-fused",
     .kind = COLL_ALLREDUCE,

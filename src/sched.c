@@ -187,6 +187,11 @@ void sched_dep(struct sched *s, int step, int pred, int chunked)
     s->nedges++;
 }
 
+void sched_dep_at(struct sched *s, int step, size_t at, int pred, size_t pat)
+{
+    sched_dep(s, step, pred, at <= pat);
+}
+
 size_t sched_scratch(struct sched *s, size_t bytes)
 {
     size_t off = s->scratch_bytes;

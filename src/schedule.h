@@ -176,10 +176,7 @@ void sched_dep(struct sched *s, int step, int pred, int chunked);
 /* A dependency between sub-ranges of one buffer: step's range starts at
  * byte `at`, pred's at `pat`. Chunked only when at <= pat (chunk k of the
  * step then touches no byte beyond chunk k of pred), else full. */
-static inline void sched_dep_at(struct sched *s, int step, size_t at, int pred, size_t pat)
-{
-    sched_dep(s, step, pred, at <= pat);
-}
+void sched_dep_at(struct sched *s, int step, size_t at, int pred, size_t pat);
 /* Reserves scratch bytes (64-byte aligned); returns the offset. */
 size_t sched_scratch(struct sched *s, size_t bytes);
 /* A NOP that depends on every step from `from` on, in full: a fence. */
@@ -217,7 +214,7 @@ void sched_describe_wait(const struct sched *s, char *buf, size_t len);
  * chunk is shorter is reported twice: its full chunks, then the last one
  * with its own length. */
 void sched_xfer_shapes(const struct sched *s, size_t chunk,
-                       void (*fn)(void *arg, size_t chunk_len, uint32_t nchunks, int recv),
+                       void (*fn)(void *arg, size_t len, uint32_t nchunks, int recv),
                        void *arg);
 /* Frees everything. Must not be called while transfers are posted
  * (xfers_out > 0) unless the transport is already closed. */

@@ -176,7 +176,7 @@ ALGO_TESTS(allreduce, rd)
 Test(allreduce, gather_sweep, .timeout = 300) { sweep("allreduce", "gather"); }
 Test(allreduce, gather_64, .timeout = 300) { big("allreduce", "gather", 64); }
 
-/* comm_gpu.c runs gather's exchange alone around its kernel, while ranks
+/* src/gpu/fused.c runs gather's exchange alone around its kernel, while ranks
  * on host buffers run the whole algorithm: the messages (peer, tag, length,
  * in posting order) must be the same, rank for rank. */
 Test(allreduce, gather_exchange_alone_sends_the_same_messages)
