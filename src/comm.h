@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Communicators and requests.
+ * Communicators and requests: the layer between the public API (api.c)
+ * and the schedules (select.c, coll/, sched.c). comm.c creates, splits and
+ * destroys communicators (with the steps of comm_setup.c), collective.c
+ * turns a call into a started request (with the cache of rcache.c), and
+ * request.c runs requests to completion.
  *
  * A communicator is a rank numbering over a shared fabric context: the
  * top-level communicator opens an endpoint; fc_comm_split children reuse
@@ -34,7 +38,7 @@ struct comm_shared;
 /* ---- the device branch, as the core sees it ----------------------------------
  * Device memory lives beside the core (src/gpu/), which never includes it
  * nor calls into it by name. A family gets the branch's hooks at creation
- * from the layer above (api.c hands comm_gpu_device to comm_create); a
+ * from the layer above (api.c hands gpu_device_hooks to comm_create); a
  * caller without device memory gives comm_host_only, whose hooks do
  * nothing. No hook is NULL. */
 struct comm_device {
@@ -53,6 +57,11 @@ struct comm_device {
     void (*release)(struct comm_shared *sh);
     /* A GPU is here (device tuning, FC_TUNE_MEMORY=auto). */
     int (*present)(void);
+    /* A blocking allreduce the branch runs whole (the fused small device
+     * allreduce: one kernel around gather's exchange): 1 with its result in
+     * *rc; 0 when the core runs it as usual (every host-memory call). */
+    int (*take_allreduce)(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                          void *recvbuf, fc_result_t *rc);
 };
 extern const struct comm_device comm_host_only;
 
@@ -162,16 +171,17 @@ struct fc_request {
     void *sendbuf, *recvbuf;
 };
 
-double comm_now(void);
-/* c is unusable from now on: every later call fails at once with rc and
- * this message (printf-style). The first reason holds; 1 when this call
- * broke it, 0 when it was broken before (or rc is FC_SUCCESS). For any
- * failure that leaves this rank out of step with its peers (a sequence
- * number taken, a transfer still posted). */
-int comm_break(struct fc_comm *c, fc_result_t rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* The request's description for messages ("allreduce #7 (ring, ...)"). */
-const char *comm_request_desc(struct fc_request *r);
+/* ---- comm.c: communicators --------------------------------------------------- */
+
+/* Creates a top-level communicator over a bootstrap (consumed); dev: the
+ * device branch's hooks (comm_host_only: none). */
+fc_result_t comm_create(struct boot *b, const cfg_t *cfg, const struct comm_device *dev,
+                        struct fc_comm **out);
+/* fc_comm_split. */
+fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **out);
+fc_result_t comm_destroy(struct fc_comm *c, int abort);
+
+/* ---- comm_setup.c: what creation derives ------------------------------------------ */
 
 /* The fused device allreduce's range: n vectors of at most this many bytes
  * (gpu/fused.c), which device tuning (FC_TUNE_MEMORY) gives to gather. */
@@ -182,31 +192,56 @@ const char *comm_request_desc(struct fc_request *r);
  * its chunks in flight per step (window: NULL to skip); fc_sim and fc_info
  * start from the same. */
 void comm_cost_params(const char *prov_name, int nnodes, struct coll_cost *cc, int *window);
-/* Creates a top-level communicator over a bootstrap (consumed); dev: the
- * device branch's hooks (comm_host_only: none). */
-fc_result_t comm_create(struct boot *b, const cfg_t *cfg, const struct comm_device *dev,
-                        struct fc_comm **out);
-/* fc_comm_split. */
-fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **out);
-fc_result_t comm_destroy(struct fc_comm *c, int abort);
 
+/* ---- request.c: requests and progress ---------------------------------------------- */
+
+double comm_now(void);
+/* c is unusable from now on: every later call fails at once with rc and
+ * this message (printf-style). The first reason holds; 1 when this call
+ * broke it, 0 when it was broken before (or rc is FC_SUCCESS). For any
+ * failure that leaves this rank out of step with its peers (a sequence
+ * number taken, a transfer still posted). */
+int comm_break(struct fc_comm *c, fc_result_t rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The request's description for messages ("allreduce #7 (ring, ...)"). */
+const char *comm_request_desc(struct fc_request *r);
 /* A new request of c whose schedule (r->s) the caller then builds; freed
  * with comm_request_free until started. */
-void comm_request_free(struct fc_request *r);
-/* A new request of c whose schedule (r->s) the caller then builds. */
 struct fc_request *comm_request_new(struct fc_comm *c, fc_datatype_t dt, fc_op_t op);
-/* The same with the family's lock held; r is not freed on failure. */
+void comm_request_free(struct fc_request *r);
+/* The same as comm_start with the family's lock held; r is not freed on
+ * failure. */
 fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf,
                               uint64_t tagbase, const char *desc, int p2p);
 /* Starts r's schedule (r is consumed on failure). tagbase: tag_base(...). */
 fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint64_t tagbase,
                        const char *desc, int p2p);
+/* Ends r with result rc: off the active list, its on_finish called (a
+ * stream-ordered request's). Lock held. */
+void comm_finish(struct fc_request *r, fc_result_t rc);
 /* Runs the progress engine once for every running request of c's context. */
 void comm_progress_locked(struct comm_shared *sh);
 /* Waits (bounded by FC_TIMEOUT) and frees; returns the request's result. */
 fc_result_t comm_wait(struct fc_request *r);
 /* Nonblocking check; *done = 1 and freed when finished. */
 fc_result_t comm_test(struct fc_request *r, int *done);
+/* The progress thread's body. */
+void *comm_progress_main(void *arg);
+
+/* ---- rcache.c: the repeat-call cache (family lock held) ------------------------------ */
+
+/* A kept request of the call a: the tuner's choice (al NULL) or algorithm
+ * al's; NULL if none. */
+struct fc_request *comm_rcache_take(struct fc_comm *c, const struct coll_args *a,
+                                    const struct coll_algo *al);
+/* Keeps the finished request r if it may run again; returns what the
+ * caller must free: r itself (not kept), the oldest kept one (pushed out),
+ * or NULL. */
+struct fc_request *comm_rcache_put(struct fc_comm *c, struct fc_request *r);
+/* Takes any kept request out (NULL: empty), to free them all. */
+struct fc_request *comm_rcache_pop(struct fc_comm *c);
+
+/* ---- collective.c: from a call to a started request ---------------------------------- */
 
 /* Builds a collective's request (algorithm, memory route, sequence number)
  * without starting it. */
@@ -219,7 +254,5 @@ fc_result_t comm_build_algo(struct fc_comm *c, const struct coll_args *a,
 /* Builds and starts a collective (the public calls end here). */
 fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
                             void *recvbuf, struct fc_request **out);
-/* The progress thread's body. */
-void *comm_progress_main(void *arg);
 
 #endif /* FC_COMM_H */

@@ -1,0 +1,592 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The steps of comm_create (comm_setup.h): what the ranks tell each other
+ * over the bootstrap, the provider they agree on, the endpoints, addresses
+ * and rails they open, the tuning they derive, and the connectivity check
+ * that proves the fabric before a communicator is returned.
+ *
+ * This file owns the bootstrap's wire records (struct rank_info, struct
+ * addr_info) and the decisions made from them. It allocates neither the
+ * communicator nor the family's shared state (comm.c does, and frees them),
+ * and it runs requests only through request.c.
+ */
+#define _GNU_SOURCE
+#include "comm_setup.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "boot.h"
+#include "log.h"
+#include "rails.h"
+
+/* ---- what ranks tell each other --------------------------------------------- */
+
+struct rank_info {
+    char host[64];
+    uint64_t host_hash;
+    int32_t pid;
+    int32_t status;
+    uint32_t version;
+    int32_t rails; /* FC_RAILS (0: auto) */
+    uint64_t chunk;
+    int32_t window;
+    uint64_t cpumask[16]; /* this process's CPU affinity (CPUs 0-1023) */
+    uint64_t rndv_min;
+    int32_t proto;
+    int32_t cpus; /* in this process's CPU affinity */
+    int32_t tune_device; /* FC_TUNE_MEMORY's verdict here (device: 1) */
+    char err[384];
+    struct prov_list provs;
+};
+
+struct addr_info {
+    int32_t status;
+    uint32_t len;
+    uint64_t rndv_min;
+    uint64_t chunk; /* the pipeline chunk this endpoint would use */
+    int32_t hmem;   /* the endpoint takes device memory (gdr tier) */
+    int32_t pad;
+    char err[384];
+    char addr[PROV_ADDR_MAX];
+};
+
+static uint64_t hash_host(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+#define FC_VERSION_CODE ((FC_VERSION_MAJOR << 16) | (FC_VERSION_MINOR << 8) | FC_VERSION_PATCH)
+
+/* ---- tuning, the connectivity check, rails ------------------------------------ */
+
+static int cmp_host(const void *x, const void *y)
+{
+    uint64_t a = (*(const struct rank_info *const *)x)->host_hash;
+    uint64_t b = (*(const struct rank_info *const *)y)->host_hash;
+    return a < b ? -1 : a > b;
+}
+
+/* Ranks per CPU on the job's most crowded node (0: no node has more ranks
+ * than CPUs for them): the same on every rank, from everyone's rank_info,
+ * since every rank must pick the same algorithm. *here: the ratio on the
+ * node of host hash `mine` (0 where its ranks' affinity is unknown).
+ * -1: out of memory. */
+static double job_oversub(const struct rank_info *infos, int n, uint64_t mine, double *here)
+{
+    const struct rank_info **by = malloc((size_t)n * sizeof(*by));
+    if (!by)
+        return -1;
+    for (int r = 0; r < n; r++)
+        by[r] = &infos[r];
+    qsort(by, (size_t)n, sizeof(*by), cmp_host);
+    double worst = 0;
+    for (int r = 0; r < n;) {
+        uint64_t u[16] = {0};
+        int q = r;
+        for (; q < n && by[q]->host_hash == by[r]->host_hash; q++)
+            for (int w = 0; w < 16; w++)
+                u[w] |= by[q]->cpumask[w];
+        int cpus = 0;
+        for (int w = 0; w < 16; w++)
+            cpus += __builtin_popcountll(u[w]);
+        double ratio = cpus > 0 ? (double)(q - r) / cpus : 0;
+        if (by[r]->host_hash == mine)
+            *here = ratio;
+        if (ratio > 1 && ratio > worst)
+            worst = ratio;
+        r = q;
+    }
+    free(by);
+    return worst;
+}
+
+void comm_cost_params(const char *prov_name, int nnodes, struct coll_cost *cc, int *window)
+{
+    struct prov_model m;
+    prov_model_of(prov_name, nnodes, &m);
+    *cc = (struct coll_cost){.alpha = m.alpha, .beta = m.beta, .gamma = m.gamma,
+                             .chunk = (double)m.chunk, .hs_min = m.hs_min, .hs = m.hs,
+                             .hs_oneway = m.hs_oneway};
+    if (window)
+        *window = m.window;
+}
+
+/* The tuning of a top-level communicator (split ones copy their parent's);
+ * tune_device: every rank asked for device tuning (FC_TUNE_MEMORY). */
+static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nnodes,
+                                int tune_device)
+{
+    struct coll_cost cc;
+    comm_cost_params(prov_name, nnodes, &cc, NULL);
+    cc.chunk = (double)c->chunk;
+    cc.oversub = c->oversub;
+    cc.handoff = COLL_HANDOFF_S;
+    coll_tuning_init(&c->tuning, &cc);
+    c->tuning.dev_gather_max = tune_device ? COMM_FUSED_MAX : 0;
+    fc_result_t rc = FC_SUCCESS;
+    if (c->cfg.algo[0])
+        rc = coll_tuning_force(&c->tuning, c->cfg.algo);
+    if (rc == FC_SUCCESS && c->cfg.tune_file[0])
+        rc = coll_tuning_load_file(&c->tuning, c->cfg.tune_file);
+    return rc;
+}
+
+/* Verifies the fabric carries messages among all ranks before anyone
+ * relies on it (and, at destroy, that no peer still sends to us): the
+ * dissemination barrier, on the control tag space. */
+fc_result_t comm_fabric_check(struct fc_comm *c, uint64_t seq)
+{
+    const struct coll_algo *al = coll_algo_find(COLL_BARRIER, "dissemination", 13);
+    struct coll_args a = {.kind = COLL_BARRIER, .rank = c->rank, .nranks = c->size,
+                          .dt = FC_UINT8, .op = FC_SUM, .esize = 1};
+    struct fc_request *r = comm_request_new(c, FC_UINT8, FC_SUM);
+    if (!r)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    r->s.coll_name = "connectivity check";
+    r->s.algo_name = al->name;
+    fc_result_t rc = al->build(&r->s, &a);
+    if (rc != FC_SUCCESS) {
+        comm_request_free(r);
+        return rc;
+    }
+    double saved = c->cfg.timeout;
+    c->cfg.timeout = c->cfg.boot_timeout;
+    /* at destroy, the endpoint closes right after: a signal merely buffered
+     * locally (an inject) could be dropped with it and leave a peer waiting */
+    r->delivery = seq > 0;
+    rc = comm_start(r, NULL, NULL, tag_base(c->id, TAG_KIND_CTRL, seq),
+                    "connectivity check over the fabric", 0);
+    if (rc == FC_SUCCESS)
+        rc = comm_wait(r);
+    c->cfg.timeout = saved;
+    return rc;
+}
+
+/* How many rails (endpoints per rank, rails.c) the job uses: rank 0's
+ * FC_RAILS, or under auto what the provider gains from, at most one per two
+ * CPUs of each rank of rank 0's node, and one where any rank's endpoint
+ * takes device memory. Every rank computes the same. */
+static fc_result_t rails_count(const struct rank_info *infos, int n, const char *choice,
+                               int any_hmem, int *out)
+{
+    int k = infos[0].rails;
+    if (k < 0 || k > COMM_MAX_RAILS)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "FC_RAILS=%d (rank 0's value holds): give 0 (auto) or 1 to %d", k,
+                      COMM_MAX_RAILS);
+    if (k == 0) {
+        int local0 = 0;
+        for (int r = 0; r < n; r++)
+            local0 += infos[r].host_hash == infos[0].host_hash;
+        /* a rail thread per two CPUs of each rank, up to the provider's
+         * number: where ranks have a core or two each, none */
+        int per_rank = infos[0].cpus / (local0 > 0 ? local0 : 1);
+        k = prov_auto_rails(choice);
+        if (k > per_rank / 2)
+            k = per_rank / 2 > 1 ? per_rank / 2 : 1;
+        /* endpoints that take device memory: the provider's copies run on
+         * the GPU's copy engines, not the progressing core; on one H200, 2
+         * ranks, 2 rails were slower at 64-256 MiB (200-220 GB/s busbw
+         * against 286-293). FC_RAILS still asks for them. */
+        if (any_hmem)
+            k = 1;
+    }
+    *out = k;
+    return FC_SUCCESS;
+}
+
+/* One bootstrap round of endpoint setup: every rank's status and address
+ * (copied to addrbuf, PROV_ADDR_MAX bytes each, unless NULL); the first
+ * failing rank's error, "rank R (host H) <what>: <its error><hint>", for
+ * all. */
+static fc_result_t exchange_addrs(struct boot *b, const struct rank_info *infos, int n,
+                                  struct addr_info *am, struct addr_info *addrs, char *addrbuf,
+                                  const char *what, const char *hint)
+{
+    fc_result_t rc = b->ops->allgather(b, am, sizeof(*am), addrs);
+    for (int r = 0; r < n && rc == FC_SUCCESS; r++) {
+        if (addrs[r].status != FC_SUCCESS) {
+            addrs[r].err[sizeof(addrs[r].err) - 1] = '\0';
+            rc = FC_ERR((fc_result_t)addrs[r].status, "rank %d (host %s) %s: %s%s", r,
+                        infos[r].host, what, addrs[r].err, hint);
+        } else if (addrbuf) {
+            memcpy(addrbuf + (size_t)r * PROV_ADDR_MAX, addrs[r].addr, PROV_ADDR_MAX);
+        }
+    }
+    return rc;
+}
+
+#define RAILS_HINT "; FC_RAILS=1 uses one endpoint per rank"
+
+/* Opens rails 1..k-1 (rail 0 is sh->ep, connected) and puts the rails'
+ * transport in sh->tp. Each rail is an endpoint of the chosen provider with
+ * its own address exchange. Every rank takes part in every round (k-1
+ * address rounds and a last status round) and carries a failure of its own
+ * into the next one, so all ranks stop at the same round with the same
+ * reason. */
+static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct boot *b,
+                              const struct rank_info *infos, const char *choice, int nnodes,
+                              const char *fabric, char (*pnames)[64], int any_hmem)
+{
+    int n = c->size, k = 1;
+    sh->nrails = 1;
+    fc_result_t rc = rails_count(infos, n, choice, any_hmem, &k);
+    if (rc != FC_SUCCESS || k == 1)
+        return rc;
+    struct addr_info *addrs = calloc((size_t)n, sizeof(*addrs));
+    char *addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
+    const char **pn = calloc((size_t)n, sizeof(*pn));
+    struct transport *tps[COMM_MAX_RAILS] = {sh->tp};
+    struct addr_info am;
+    memset(&am, 0, sizeof(am));
+    if (!addrs || !addrbuf || !pn) {
+        free(addrs);
+        free(addrbuf);
+        free(pn);
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d ranks' rail addresses", n);
+    }
+    for (int r = 0; r < n; r++)
+        pn[r] = pnames[r];
+    char what[96];
+    for (int i = 1; i < k && rc == FC_SUCCESS; i++) {
+        if (am.status == FC_SUCCESS) {
+            size_t alen = 0;
+            sh->nrails = i + 1; /* closed with the rest, half-built or not */
+            fc_result_t orc = prov_open(&c->cfg, choice, nnodes, fabric, &sh->rail_ep[i],
+                                        am.addr, &alen);
+            am.len = (uint32_t)alen;
+            if (orc != FC_SUCCESS) {
+                am.status = orc;
+                snprintf(am.err, sizeof(am.err), "%s", err_get());
+            }
+        }
+        snprintf(what, sizeof(what), "could not open rail %d of %d (%s)", i, k, choice);
+        rc = exchange_addrs(b, infos, n, &am, addrs, addrbuf, what, RAILS_HINT);
+        if (rc != FC_SUCCESS)
+            break;
+        /* the same protocol choice as rail 0, agreed above */
+        prov_rndv_min_set(sh->rail_ep[i], prov_rndv_min_get(sh->ep));
+        fc_result_t crc = prov_connect(sh->rail_ep[i], n, addrbuf, pn, c->rank);
+        if (crc != FC_SUCCESS) { /* told in the next round */
+            am.status = crc;
+            snprintf(am.err, sizeof(am.err), "%s", err_get());
+        }
+        tps[i] = prov_transport(sh->rail_ep[i]);
+    }
+    if (rc == FC_SUCCESS) {
+        if (am.status == FC_SUCCESS) {
+            fc_result_t crc = rails_create(tps, k, &sh->rails);
+            if (crc != FC_SUCCESS) {
+                am.status = crc;
+                snprintf(am.err, sizeof(am.err), "%s", err_get());
+            }
+        }
+        snprintf(what, sizeof(what), "could not set up %d rails (%s)", k, choice);
+        rc = exchange_addrs(b, infos, n, &am, addrs, NULL, what, RAILS_HINT);
+    }
+    if (rc == FC_SUCCESS)
+        sh->tp = rails_transport(sh->rails);
+    free(addrs);
+    free(addrbuf);
+    free(pn);
+    return rc;
+}
+
+/* ---- the steps ---------------------------------------------------------------- */
+
+fc_result_t comm_setup_init(struct comm_setup *st, struct boot *b, struct fc_comm *c)
+{
+    memset(st, 0, sizeof(*st));
+    st->b = b;
+    st->n = b->nranks;
+    st->me = b->rank;
+    st->infos = calloc((size_t)st->n, sizeof(*st->infos));
+    st->names = calloc((size_t)st->n, sizeof(*st->names));
+    st->pnames = calloc((size_t)st->n, sizeof(*st->pnames));
+    c->hosts = calloc((size_t)st->n, sizeof(*c->hosts));
+    c->host_pid = calloc((size_t)st->n, sizeof(int));
+    if (!st->infos || !st->names || !st->pnames || !c->hosts || !c->host_pid)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d ranks", st->n);
+    return FC_SUCCESS;
+}
+
+void comm_setup_free(struct comm_setup *st)
+{
+    free(st->infos);
+    free(st->names);
+    free(st->pnames);
+    st->infos = NULL;
+    st->names = NULL;
+    st->pnames = NULL;
+}
+
+/* This rank's record: host, CPUs, settings, the providers it can open. */
+static void rank_info_mine(struct rank_info *mine, const cfg_t *cfg, const struct comm_device *dev)
+{
+    memset(mine, 0, sizeof(*mine));
+    snprintf(mine->host, sizeof(mine->host), "%s", log_hostname());
+    mine->host_hash = hash_host(mine->host);
+    mine->pid = (int32_t)getpid();
+    mine->version = FC_VERSION_CODE;
+    mine->chunk = cfg->chunk_size;
+    mine->window = cfg->inflight;
+    mine->proto = cfg->proto;
+    mine->rndv_min = cfg->rndv_min;
+    mine->rails = cfg->rails;
+    mine->tune_device = cfg->tune_memory == CFG_TUNE_MEM_DEVICE ||
+                        (cfg->tune_memory == CFG_TUNE_MEM_AUTO &&
+                         cfg->gpu_fused != CFG_FUSED_OFF && dev->present());
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
+        mine->cpus = CPU_COUNT(&cpus);
+        for (int i = 0; i < 1024 && i < CPU_SETSIZE; i++)
+            if (CPU_ISSET(i, &cpus))
+                mine->cpumask[i / 64] |= 1ull << (i % 64);
+    } else {
+        mine->cpus = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+        for (int i = 0; i < 1024 && i < mine->cpus; i++)
+            mine->cpumask[i / 64] |= 1ull << (i % 64);
+    }
+    fc_result_t rc = prov_discover(cfg, &mine->provs);
+    if (rc != FC_SUCCESS) {
+        mine->status = rc; /* told to every rank by the exchange */
+        snprintf(mine->err, sizeof(mine->err), "%s", err_get());
+    }
+}
+
+fc_result_t comm_setup_gather(struct comm_setup *st, struct fc_comm *c,
+                              const struct comm_device *dev)
+{
+    const int n = st->n;
+    struct rank_info mine;
+    rank_info_mine(&mine, &c->cfg, dev);
+    fc_result_t rc = st->b->ops->allgather(st->b, &mine, sizeof(mine), st->infos);
+    if (rc != FC_SUCCESS)
+        return rc;
+    struct rank_info *infos = st->infos;
+    for (int r = 0; r < n; r++) {
+        infos[r].host[sizeof(infos[r].host) - 1] = '\0';
+        snprintf(c->hosts[r], sizeof(c->hosts[r]), "%s", infos[r].host);
+        c->host_pid[r] = infos[r].pid;
+        snprintf(st->pnames[r], sizeof(st->pnames[r]), "%.40s pid %d", infos[r].host,
+                 infos[r].pid);
+        st->names[r] = c->hosts[r];
+        int first = 1;
+        for (int q = 0; q < r; q++)
+            if (infos[q].host_hash == infos[r].host_hash)
+                first = 0;
+        st->nnodes += first;
+        if (infos[r].host_hash == mine.host_hash) {
+            st->local_size++;
+            if (r < st->me)
+                st->local_rank++;
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        if (infos[r].version != FC_VERSION_CODE)
+            return FC_ERR(FC_ERR_BOOTSTRAP,
+                          "rank %d (host %s) runs fabcoll version 0x%x, this rank 0x%x: every "
+                          "rank must use the same library",
+                          r, infos[r].host, infos[r].version, FC_VERSION_CODE);
+        if (infos[r].status != FC_SUCCESS) {
+            infos[r].err[sizeof(infos[r].err) - 1] = '\0';
+            return FC_ERR((fc_result_t)infos[r].status, "rank %d (host %s): %s", r,
+                          infos[r].host, infos[r].err);
+        }
+    }
+    /* more ranks on this node than CPUs they may run on, all together: a
+     * waiting rank that spins holds the CPU its peer needs for a whole
+     * time slice (4 ranks on 2 cores: 8-byte allreduce 240-470 us over shm
+     * with 2000 polls, 25 us yielding at once; Open MPI, which yields when
+     * oversubscribed, 8-11 us), so FC_SPIN=0 (auto) yields at once there.
+     * The busiest node's ratio goes to the cost model (setup_tuning). */
+    double here = 0;
+    c->oversub = job_oversub(infos, n, mine.host_hash, &here);
+    if (c->oversub < 0)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    c->oversubscribed = here > 1; /* local_size > this node's CPUs */
+    /* device tuning only where every rank asks for it: one algorithm for all */
+    st->tune_device = 1;
+    for (int r = 0; r < n; r++)
+        st->tune_device &= infos[r].tune_device != 0;
+    if (c->cfg.spin <= 0)
+        c->cfg.spin = c->oversubscribed ? 1 : COMM_SPIN_DEFAULT;
+
+    /* rank 0's pipeline and protocol settings for everyone: both ends of a
+     * message must cut it into the same chunks and pick the same protocol */
+    c->cfg.chunk_size = infos[0].chunk;
+    c->cfg.inflight = infos[0].window;
+    c->cfg.proto = infos[0].proto;
+    c->cfg.rndv_min = infos[0].rndv_min;
+    return FC_SUCCESS;
+}
+
+fc_result_t comm_setup_agree(struct comm_setup *st)
+{
+    struct prov_list *lists = calloc((size_t)st->n, sizeof(*lists));
+    if (!lists)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    for (int r = 0; r < st->n; r++)
+        lists[r] = st->infos[r].provs;
+    fc_result_t rc = prov_agree(lists, st->n, st->nnodes, st->names, st->choice,
+                                sizeof(st->choice), st->fabric, sizeof(st->fabric), st->why,
+                                sizeof(st->why));
+    free(lists);
+    return rc;
+}
+
+/* Opens sh's endpoint of the agreed provider and tells every rank its
+ * address (or why it has none); rank 0's chunk and, where the ranks
+ * differ, no RMA rendezvous for all. */
+static fc_result_t open_endpoint(struct comm_setup *st, struct fc_comm *c, struct comm_shared *sh,
+                                 struct addr_info *addrs, char *addrbuf, int *any_hmem)
+{
+    const int n = st->n;
+    struct addr_info am;
+    memset(&am, 0, sizeof(am));
+    size_t alen = 0;
+    fc_result_t rc = prov_open(&c->cfg, st->choice, st->nnodes, st->fabric, &sh->ep, am.addr,
+                               &alen);
+    if (rc != FC_SUCCESS) {
+        am.status = rc;
+        snprintf(am.err, sizeof(am.err), "%s", err_get());
+    }
+    am.len = (uint32_t)alen;
+    if (rc == FC_SUCCESS) {
+        am.rndv_min = prov_rndv_min_get(sh->ep);
+        size_t ch, em;
+        int w;
+        prov_tuning(sh->ep, &c->cfg, n, &ch, &w, &em);
+        am.chunk = ch;
+        am.hmem = prov_hmem(sh->ep);
+    }
+    char what[96];
+    snprintf(what, sizeof(what), "could not open %s", st->choice);
+    rc = exchange_addrs(st->b, st->infos, n, &am, addrs, addrbuf, what, "");
+    if (rc != FC_SUCCESS)
+        return rc;
+    /* rank 0's chunk for all (endpoints that take device memory default to
+     * larger ones; a rank whose endpoint does not must still cut alike) */
+    c->cfg.chunk_size = addrs[0].chunk;
+    /* both ends of a message choose its protocol from its length: one RMA
+     * rendezvous threshold for all, or none */
+    for (int r = 0; r < n; r++)
+        if (addrs[r].rndv_min != am.rndv_min) {
+            FC_INFO(LOG_NET, "RMA rendezvous off: rank %d's endpoint would use it from %llu "
+                    "bytes, this rank's from %llu (0: never)",
+                    r, (unsigned long long)addrs[r].rndv_min,
+                    (unsigned long long)am.rndv_min);
+            prov_rndv_min_set(sh->ep, 0);
+            break;
+        }
+    *any_hmem = 0;
+    for (int r = 0; r < n; r++)
+        *any_hmem |= addrs[r].hmem != 0;
+    return FC_SUCCESS;
+}
+
+fc_result_t comm_setup_endpoints(struct comm_setup *st, struct fc_comm *c, struct comm_shared *sh)
+{
+    const int n = st->n;
+    struct addr_info *addrs = calloc((size_t)n, sizeof(*addrs));
+    char *addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
+    const char **pn = calloc((size_t)n, sizeof(*pn));
+    fc_result_t rc;
+    int any_hmem = 0;
+    if (!addrs || !addrbuf || !pn) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d ranks' addresses", n);
+        goto out;
+    }
+    rc = open_endpoint(st, c, sh, addrs, addrbuf, &any_hmem);
+    if (rc != FC_SUCCESS)
+        goto out;
+    for (int r = 0; r < n; r++)
+        pn[r] = st->pnames[r];
+    rc = prov_connect(sh->ep, n, addrbuf, pn, st->me);
+    if (rc != FC_SUCCESS)
+        goto out;
+    sh->tp = prov_transport(sh->ep);
+    rc = open_rails(sh, c, st->b, st->infos, st->choice, st->nnodes, st->fabric, st->pnames,
+                    any_hmem);
+    if (rc != FC_SUCCESS)
+        goto out;
+    sh->ptp = sh->tp;
+    sh->nworld = n;
+out:
+    free(addrs);
+    free(addrbuf);
+    free(pn);
+    return rc;
+}
+
+fc_result_t comm_setup_comm(struct comm_setup *st, struct fc_comm *c)
+{
+    const int n = st->n;
+    c->peers = calloc((size_t)n, sizeof(int));
+    c->p2p_sent = calloc((size_t)n, sizeof(uint64_t));
+    c->p2p_recvd = calloc((size_t)n, sizeof(uint64_t));
+    if (!c->peers || !c->p2p_sent || !c->p2p_recvd)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    for (int r = 0; r < n; r++)
+        c->peers[r] = r;
+    c->id = 0;
+    prov_tuning(c->sh->ep, &c->cfg, n, &c->chunk, &c->window, &c->eager_max);
+    fc_result_t rc = setup_tuning(c, st->choice, st->nnodes, st->tune_device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    if (c->oversub > 1)
+        FC_INFO(LOG_TUNE,
+                "up to %.3g ranks per CPU on a node: the cost model counts the CPUs a step's "
+                "working ranks share, and %.0f us per step of a tree or chain (broadcast and "
+                "reduce lean to trees)",
+                c->oversub, COLL_HANDOFF_S * 1e6);
+    FC_INFO(LOG_TUNE, "small allreduces (%zu bytes over all ranks) tuned for %s",
+            COMM_FUSED_MAX,
+            st->tune_device ? "device buffers: gather, one GPU trip (FC_TUNE_MEMORY)"
+            : st->infos[st->me].tune_device
+                ? "host buffers: a rank does not ask for device tuning"
+                : "host buffers");
+    memset(&c->attr, 0, sizeof(c->attr));
+    prov_describe(c->sh->ep, &c->attr);
+    c->attr.nrails = c->sh->nrails;
+    c->attr.nnodes = st->nnodes;
+    c->attr.local_rank = st->local_rank;
+    c->attr.local_size = st->local_size;
+    if (c->cfg.progress_thread) {
+        if (pthread_create(&c->sh->thread, NULL, comm_progress_main, c->sh) == 0)
+            c->sh->thread_on = 1;
+        else
+            FC_WARN(LOG_INIT, "could not start the progress thread: %m; continuing without");
+    }
+    return FC_SUCCESS;
+}
+
+fc_result_t comm_setup_check(struct comm_setup *st, struct fc_comm *c)
+{
+    fc_result_t rc = comm_fabric_check(c, 0);
+    if (rc != FC_SUCCESS)
+        return rc;
+    FC_INFO(LOG_INIT | LOG_NET,
+            "comm %p rank %d of %d: provider %s (tier %s, fabric %s, domain %s); %d node%s, "
+            "local rank %d of %d%s; rejected: %s%s%s; bootstrap: %s; chunk %zu, window %d, "
+            "rails %d, spin %d",
+            (void *)c, st->me, st->n, c->attr.provider,
+            c->attr.tier == FC_TIER_SHM    ? "shm"
+            : c->attr.tier == FC_TIER_RDMA ? "rdma"
+            : c->attr.tier == FC_TIER_GDR  ? "gdr"
+                                           : "net",
+            c->attr.fabric, c->attr.domain, st->nnodes, st->nnodes > 1 ? "s" : "",
+            st->local_rank, st->local_size,
+            c->oversubscribed ? " (more ranks than CPUs here: waits yield at once)" : "",
+            st->why[0] ? st->why : "none (best tier available)",
+            c->cfg.fi_provider[0] ? "; candidates narrowed by FI_PROVIDER=" : "",
+            c->cfg.fi_provider, st->b->how, c->chunk, c->window, c->sh->nrails, c->cfg.spin);
+    return FC_SUCCESS;
+}
