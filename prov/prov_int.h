@@ -121,10 +121,35 @@ void *prov_mem_alloc(struct transport *t, size_t len);
 void prov_mem_free(struct transport *t, void *ptr, size_t len);
 void prov_mem_pool_drain(struct prov_ep *p);
 
-/* xfer.c */
+/* xfer.c: the transport's entry points */
 extern const struct transport_ops prov_transport_ops;
+
+/* post.c: what every post shares */
+/* Errors worth trying again, and the pause before try attempt + 1. */
+int prov_transient(ssize_t ret);
+void prov_backoff(int attempt);
+/* Sets and returns the error of a failed post (call names it). */
+fc_result_t prov_post_error(struct prov_ep *p, const char *call, int peer, size_t len, int ret);
+int prov_is_device(const struct prov_ep *p, const void *buf);
+
+/* rndv.c: the RMA rendezvous */
+/* Whether a message of len bytes goes by the rendezvous (both ends agree). */
+int prov_use_rndv(const struct prov_ep *p, const struct xfer *x, size_t len);
+fc_result_t prov_rndv_send(struct prov_ep *p, int peer, uint64_t tag, const void *buf, size_t len,
+                           struct xfer *x);
+fc_result_t prov_rndv_recv(struct prov_ep *p, int peer, uint64_t tag, void *buf, size_t len,
+                           struct xfer *x);
+/* A completion carrying remote CQ data: a rendezvous write landed. */
+void prov_rndv_data_arrived(struct prov_ep *p, uint64_t data);
+/* Posts again what the provider refused for now (p->rndv_retry). */
+void prov_rndv_retry(struct prov_ep *p);
 /* Frees the rendezvous entries (after the endpoint is closed). */
 void prov_rndv_fini(struct prov_ep *p);
+
+/* cq.c: completion progress */
+fc_result_t prov_progress(struct transport *t, int *ncomp);
+/* Under the engine's lock (fi_trywait may read the completion queue). */
+int prov_wait_prepare(struct transport *t, struct transport_wait *w);
 
 /* hmem.c */
 /* Whether to ask the provider for FI_HMEM (a GPU is here, FC_GDR != off). */

@@ -50,7 +50,7 @@ fc_result_t boot_pmix_open(const cfg_t *cfg, struct boot **out);
 /* Slurm's PMI-2 (pmi2.c, built when configure finds <slurm/pmi2.h> and -lpmi2). */
 fc_result_t boot_pmi2_open(const cfg_t *cfg, struct boot **out);
 
-/* ---- the socket rendezvous (sock.c) ---------------------------------------- */
+/* ---- the socket rendezvous (sock_server.c, sock_client.c, sock_wire.c) ---- */
 struct boot_server;
 /* Listens on port (0: any) of all interfaces. single_session: serve one
  * session and stop when its ranks have left (fc_get_unique_id); else serve
