@@ -498,17 +498,14 @@ static void *rl_mem_alloc(struct transport *t, size_t len)
 {
     struct rails *R = (struct rails *)t;
     struct transport *tp = R->r[0].tp;
-    return tp->ops->mem_alloc ? tp->ops->mem_alloc(tp, len) : malloc(len);
+    return tp->ops->mem_alloc(tp, len);
 }
 
 static void rl_mem_free(struct transport *t, void *p, size_t len)
 {
     struct rails *R = (struct rails *)t;
     struct transport *tp = R->r[0].tp;
-    if (tp->ops->mem_free)
-        tp->ops->mem_free(tp, p, len);
-    else
-        free(p);
+    tp->ops->mem_free(tp, p, len);
 }
 
 static const struct transport_ops rails_ops = {
@@ -521,6 +518,8 @@ static const struct transport_ops rails_ops = {
     .peer_name = rl_peer_name,
     .mem_alloc = rl_mem_alloc,
     .mem_free = rl_mem_free,
+    .local = transport_local_none,
+    .idle = transport_always_idle,
 };
 
 fc_result_t rails_create(struct transport *const *inner, int n, struct rails **out)

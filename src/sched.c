@@ -367,7 +367,7 @@ static void xfer_put(struct sched *s, struct xfer *x)
 static void peer_desc(const struct sched *s, int rank, char *buf, size_t len)
 {
     int tp = s->env.peer_map ? s->env.peer_map[rank] : rank;
-    if (s->env.tp && s->env.tp->ops->peer_name) {
+    if (s->env.tp) {
         char name[160];
         s->env.tp->ops->peer_name(s->env.tp, tp, name, sizeof(name));
         snprintf(buf, len, "rank %d (%s)", rank, name);
@@ -465,7 +465,8 @@ static void try_issue(struct sched *s, uint32_t i)
         if (!chunk_ready(s, st, k))
             return;
         struct transport *tp = s->env.tp;
-        if (!is_xfer(st) && !(tp && tp->ops->local && st->op != SOP_NOP)) {
+        int tp_local = tp && (tp->ops->flags & TRANSPORT_RUNS_LOCAL) && st->op != SOP_NOP;
+        if (!is_xfer(st) && !tp_local) {
             do_local(s, st, k);
             st->issued++;
             chunk_done(s, i, k);
@@ -618,7 +619,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
     }
     if (s->scratch_bytes) {
         struct transport *tp = s->env.tp;
-        if (tp && tp->ops->mem_alloc) {
+        if (tp) {
             s->scratch = tp->ops->mem_alloc(tp, s->scratch_bytes);
             s->scratch_from_tp = s->scratch != NULL;
         }

@@ -92,8 +92,14 @@ struct local_op {
     uint32_t divisor;
 };
 
+/* What a transport does beyond moving messages (transport_ops.flags). */
+#define TRANSPORT_RUNS_LOCAL 1u /* runs local steps itself (local), asynchronously */
+
+/* Every op is filled in: where one does not apply, the transport names one
+ * of the transport_* defaults below, so no caller tests for NULL. */
 struct transport_ops {
     const char *name;
+    unsigned flags; /* TRANSPORT_* */
     /* Post a tagged send/recv of len bytes to/from peer. FC_AGAIN: retry
      * after progress. Completion arrives through progress(). For a receive,
      * len is what the buffer takes and x->len the length expected (the
@@ -112,24 +118,28 @@ struct transport_ops {
      * without it; transport_block does both. Called right after a progress
      * that found nothing, with w zeroed. Returns 1: progress has work now,
      * do not block; 0: block on what w says (its fds may be polled together
-     * with the caller's own). NULL: nothing to block on (yield). */
+     * with the caller's own). transport_wait_none: nothing to block on
+     * (yield). */
     int (*wait_prepare)(struct transport *t, struct transport_wait *w);
-    /* Optional: after the block (or a prepare that returned 1), under the
-     * lock again: undoes what wait_prepare marked in w->layers. */
+    /* After the block (or a prepare that returned 1), under the lock
+     * again: undoes what wait_prepare marked in w->layers
+     * (transport_wait_end_none: nothing to undo). */
     void (*wait_end)(struct transport *t, struct transport_wait *w);
     /* Describes a peer for error messages ("rank 3 on host n2"). */
     void (*peer_name)(struct transport *t, int peer, char *buf, size_t len);
-    /* Memory the transport can use without per-call registration (scratch,
-     * bounce buffers); may be NULL, then the engine uses malloc/free. */
+    /* Memory for scratch and bounce buffers, which the transport can use
+     * without per-call registration (transport_mem_host_*: plain host
+     * memory). NULL from mem_alloc: the engine takes host memory. */
     void *(*mem_alloc)(struct transport *t, size_t len);
     void (*mem_free)(struct transport *t, void *p, size_t len);
-    /* Optional: runs a local step asynchronously; completion through
-     * x->done from progress (len of the op). NULL: the engine runs local
-     * steps itself, on the host, synchronously. */
+    /* With TRANSPORT_RUNS_LOCAL: runs a local step asynchronously;
+     * completion through x->done from progress (len of the op). Without,
+     * the engine runs local steps itself, on the host, synchronously, and
+     * never calls it (transport_local_none). */
     fc_result_t (*local)(struct transport *t, const struct local_op *op, struct xfer *x);
-    /* Optional: 0 while work already reported done still runs (device
-     * copies and kernels completed in stream order); a collective ends only
-     * when its transport is idle. NULL: always idle. */
+    /* 0 while work already reported done still runs (device copies and
+     * kernels completed in stream order); a collective ends only when its
+     * transport is idle (transport_always_idle: nothing runs on). */
     int (*idle)(struct transport *t);
 };
 
@@ -137,15 +147,23 @@ struct transport {
     const struct transport_ops *ops;
 };
 
+/* The defaults, for ops that do not apply to a transport (transport.c). */
+int transport_wait_none(struct transport *t, struct transport_wait *w);
+void transport_wait_end_none(struct transport *t, struct transport_wait *w);
+void *transport_mem_host_alloc(struct transport *t, size_t len);
+void transport_mem_host_free(struct transport *t, void *p, size_t len);
+fc_result_t transport_local_none(struct transport *t, const struct local_op *op,
+                                 struct xfer *x);
+int transport_always_idle(struct transport *t);
+
 static inline int transport_wait_prepare(struct transport *t, struct transport_wait *w)
 {
-    return t->ops->wait_prepare ? t->ops->wait_prepare(t, w) : 0;
+    return t->ops->wait_prepare(t, w);
 }
 
 static inline void transport_wait_end(struct transport *t, struct transport_wait *w)
 {
-    if (t->ops->wait_end)
-        t->ops->wait_end(t, w);
+    t->ops->wait_end(t, w);
 }
 
 /* The second phase: blocks on what wait_prepare filled in w, for at most

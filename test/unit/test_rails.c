@@ -205,7 +205,12 @@ static const struct transport_ops fake_ops = {
     .recv = f_recv,
     .progress = f_progress,
     .wait_prepare = f_wait_prepare,
+    .wait_end = transport_wait_end_none,
     .peer_name = f_peer_name,
+    .mem_alloc = transport_mem_host_alloc,
+    .mem_free = transport_mem_host_free,
+    .local = transport_local_none,
+    .idle = transport_always_idle,
 };
 static const struct transport_ops fake_ops_nofd = {
     .name = "fake",
@@ -213,7 +218,12 @@ static const struct transport_ops fake_ops_nofd = {
     .recv = f_recv,
     .progress = f_progress,
     .wait_prepare = f_wait_prepare_nofd,
+    .wait_end = transport_wait_end_none,
     .peer_name = f_peer_name,
+    .mem_alloc = transport_mem_host_alloc,
+    .mem_free = transport_mem_host_free,
+    .local = transport_local_none,
+    .idle = transport_always_idle,
 };
 
 struct world {

@@ -71,8 +71,23 @@ static fc_result_t spy_progress(struct transport *t, int *n)
     return spy_of(t)->inner->ops->progress(spy_of(t)->inner, n);
 }
 
+static void spy_peer_name(struct transport *t, int peer, char *buf, size_t len)
+{
+    spy_of(t)->inner->ops->peer_name(spy_of(t)->inner, peer, buf, len);
+}
+
 static const struct transport_ops spy_ops = {
-    .name = "spy", .send = spy_send, .recv = spy_recv, .progress = spy_progress,
+    .name = "spy",
+    .send = spy_send,
+    .recv = spy_recv,
+    .progress = spy_progress,
+    .wait_prepare = transport_wait_none,
+    .wait_end = transport_wait_end_none,
+    .peer_name = spy_peer_name,
+    .mem_alloc = transport_mem_host_alloc,
+    .mem_free = transport_mem_host_free,
+    .local = transport_local_none,
+    .idle = transport_always_idle,
 };
 
 static void spy_init(struct spy *s, struct transport *inner)
