@@ -73,13 +73,6 @@ static fc_result_t check_rank(int r, int size, const char *what)
     return FC_SUCCESS;
 }
 
-#define TRY(expr)                                                                              \
-    do {                                                                                       \
-        fc_result_t rc_ = (expr);                                                              \
-        if (rc_ != FC_SUCCESS)                                                                 \
-            return rc_;                                                                        \
-    } while (0)
-
 /* How a collective runs: to completion (the plain calls), started with
  * its request handed back (the fc_i* calls: req), or queued on a CUDA
  * stream (the *_stream twins: on_stream, stream NULL being the legacy
@@ -97,7 +90,7 @@ static fc_result_t run(fc_comm_t c, const struct coll_args *a, const void *sendb
                        void *recvbuf, const struct how *h)
 {
     if (h->on_stream)
-        return comm_stream_collective(c, a, sendbuf, recvbuf, h->stream);
+        return gpu_stream_collective(c, a, sendbuf, recvbuf, h->stream);
     fc_request_t *req = h->req;
     struct fc_request *r = NULL;
     fc_result_t rc = comm_collective(c, a, sendbuf, recvbuf, &r);
@@ -131,16 +124,18 @@ static struct coll_args args_of(fc_comm_t c, enum coll_kind k, size_t count, fc_
 static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                 fc_datatype_t dt, fc_op_t op, fc_comm_t comm, const struct how *h)
 {
-    size_t es = 1;
-    TRY(check_comm(comm));
-    TRY(check_type(dt, &es));
-    TRY(check_op(op));
-    TRY(check_count(count, es, 1, "count"));
-    TRY(check_buf(sendbuf, count * es, es, "sendbuf"));
-    TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
-    struct coll_args a = args_of(comm, COLL_ALLREDUCE, count, dt, op, 0, es, sendbuf == recvbuf);
     fc_result_t rc;
-    if (!h->req && !h->on_stream && comm_fused_allreduce(comm, &a, sendbuf, recvbuf, &rc))
+    size_t es = 1;
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_op(op)) != FC_SUCCESS ||
+        (rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
+        (rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS ||
+        (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
+        return rc;
+    struct coll_args a = args_of(comm, COLL_ALLREDUCE, count, dt, op, 0, es, sendbuf == recvbuf);
+    if (!h->req && !h->on_stream &&
+        comm->sh->dev->take_allreduce(comm, &a, sendbuf, recvbuf, &rc))
         return rc;
     return run(comm, &a, sendbuf, recvbuf, h);
 }
@@ -163,14 +158,16 @@ fc_result_t fc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, fc_d
 static fc_result_t do_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                 fc_datatype_t dt, int root, fc_comm_t comm, const struct how *h)
 {
+    fc_result_t rc;
     size_t es = 1;
-    TRY(check_comm(comm));
-    TRY(check_type(dt, &es));
-    TRY(check_rank(root, comm->size, "root"));
-    TRY(check_count(count, es, 1, "count"));
-    if (comm->rank == root)
-        TRY(check_buf(sendbuf, count * es, es, "sendbuf (at the root)"));
-    TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_rank(root, comm->size, "root")) != FC_SUCCESS ||
+        (rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
+        (comm->rank == root &&
+         (rc = check_buf(sendbuf, count * es, es, "sendbuf (at the root)")) != FC_SUCCESS) ||
+        (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
+        return rc;
     struct coll_args a = args_of(comm, COLL_BCAST, count, dt, FC_SUM, root, es,
                                  comm->rank == root && sendbuf == recvbuf);
     return run(comm, &a, comm->rank == root ? sendbuf : NULL, recvbuf, h);
@@ -194,15 +191,17 @@ fc_result_t fc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, fc_d
 static fc_result_t do_reduce(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
                              fc_op_t op, int root, fc_comm_t comm, const struct how *h)
 {
+    fc_result_t rc;
     size_t es = 1;
-    TRY(check_comm(comm));
-    TRY(check_type(dt, &es));
-    TRY(check_op(op));
-    TRY(check_rank(root, comm->size, "root"));
-    TRY(check_count(count, es, 1, "count"));
-    TRY(check_buf(sendbuf, count * es, es, "sendbuf"));
-    if (comm->rank == root)
-        TRY(check_buf(recvbuf, count * es, es, "recvbuf (at the root)"));
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_op(op)) != FC_SUCCESS ||
+        (rc = check_rank(root, comm->size, "root")) != FC_SUCCESS ||
+        (rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
+        (rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS ||
+        (comm->rank == root &&
+         (rc = check_buf(recvbuf, count * es, es, "recvbuf (at the root)")) != FC_SUCCESS))
+        return rc;
     struct coll_args a = args_of(comm, COLL_REDUCE, count, dt, op, root, es,
                                  comm->rank == root && sendbuf == recvbuf);
     return run(comm, &a, sendbuf, comm->rank == root ? recvbuf : NULL, h);
@@ -228,12 +227,14 @@ fc_result_t fc_ireduce(const void *sendbuf, void *recvbuf, size_t count, fc_data
 static fc_result_t do_allgather(const void *sendbuf, void *recvbuf, size_t count,
                                 fc_datatype_t dt, fc_comm_t comm, const struct how *h)
 {
+    fc_result_t rc;
     size_t es = 1;
-    TRY(check_comm(comm));
-    TRY(check_type(dt, &es));
-    TRY(check_count(count, es, (size_t)comm->size, "sendcount"));
-    TRY(check_buf(sendbuf, count * es, es, "sendbuf"));
-    TRY(check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf"));
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_count(count, es, (size_t)comm->size, "sendcount")) != FC_SUCCESS ||
+        (rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS ||
+        (rc = check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf")) != FC_SUCCESS)
+        return rc;
     int ip = count > 0 && sendbuf == (const char *)recvbuf + (size_t)comm->rank * count * es;
     struct coll_args a = args_of(comm, COLL_ALLGATHER, count, dt, FC_SUM, 0, es, ip);
     return run(comm, &a, sendbuf, recvbuf, h);
@@ -258,13 +259,15 @@ static fc_result_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t 
                                      fc_datatype_t dt, fc_op_t op, fc_comm_t comm,
                                      const struct how *h)
 {
+    fc_result_t rc;
     size_t es = 1;
-    TRY(check_comm(comm));
-    TRY(check_type(dt, &es));
-    TRY(check_op(op));
-    TRY(check_count(count, es, (size_t)comm->size, "recvcount"));
-    TRY(check_buf(sendbuf, count * es * (size_t)comm->size, es, "sendbuf"));
-    TRY(check_buf(recvbuf, count * es, es, "recvbuf"));
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_op(op)) != FC_SUCCESS ||
+        (rc = check_count(count, es, (size_t)comm->size, "recvcount")) != FC_SUCCESS ||
+        (rc = check_buf(sendbuf, count * es * (size_t)comm->size, es, "sendbuf")) != FC_SUCCESS ||
+        (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
+        return rc;
     int ip = count > 0 && recvbuf == (const char *)sendbuf + (size_t)comm->rank * count * es;
     struct coll_args a = args_of(comm, COLL_REDUCE_SCATTER, count, dt, op, 0, es, ip);
     return run(comm, &a, sendbuf, recvbuf, h);
@@ -289,12 +292,14 @@ fc_result_t fc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvco
 static fc_result_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                                fc_datatype_t dt, fc_comm_t comm, const struct how *h)
 {
+    fc_result_t rc;
     size_t es = 1;
-    TRY(check_comm(comm));
-    TRY(check_type(dt, &es));
-    TRY(check_count(count, es, (size_t)comm->size, "count"));
-    TRY(check_buf(sendbuf, count * es * (size_t)comm->size, es, "sendbuf"));
-    TRY(check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf"));
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_count(count, es, (size_t)comm->size, "count")) != FC_SUCCESS ||
+        (rc = check_buf(sendbuf, count * es * (size_t)comm->size, es, "sendbuf")) != FC_SUCCESS ||
+        (rc = check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf")) != FC_SUCCESS)
+        return rc;
     struct coll_args a = args_of(comm, COLL_ALLTOALL, count, dt, FC_SUM, 0, es,
                                  sendbuf == recvbuf);
     return run(comm, &a, sendbuf, recvbuf, h);
@@ -316,7 +321,9 @@ fc_result_t fc_ialltoall(const void *sendbuf, void *recvbuf, size_t count, fc_da
 
 static fc_result_t do_barrier(fc_comm_t comm, const struct how *h)
 {
-    TRY(check_comm(comm));
+    fc_result_t rc;
+    if ((rc = check_comm(comm)) != FC_SUCCESS)
+        return rc;
     struct coll_args a = args_of(comm, COLL_BARRIER, 0, FC_UINT8, FC_SUM, 0, 1, 0);
     return run(comm, &a, NULL, NULL, h);
 }
@@ -340,15 +347,18 @@ fc_result_t fc_ibarrier(fc_comm_t comm, fc_request_t *req)
 static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_comm_t comm,
                        int is_send)
 {
+    fc_result_t rc;
     size_t es = 1;
-    TRY(check_comm(comm));
-    TRY(check_type(dt, &es));
-    TRY(check_rank(peer, comm->size, "peer"));
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_rank(peer, comm->size, "peer")) != FC_SUCCESS)
+        return rc;
     if (peer == comm->rank)
         return FC_ERR(FC_ERR_INVALID_ARGUMENT, "peer %d is this rank: a rank may not %s itself",
                       peer, is_send ? "send to" : "receive from");
-    TRY(check_count(count, es, 1, "count"));
-    TRY(check_buf(buf, count * es, es, "buf"));
+    if ((rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
+        (rc = check_buf(buf, count * es, es, "buf")) != FC_SUCCESS)
+        return rc;
     if (comm->broken != FC_SUCCESS)
         return FC_ERR_QUIET(comm->broken,
                             "the communicator is unusable after an earlier error (%s)",
@@ -358,9 +368,10 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     r->s.coll_name = is_send ? "send" : "recv";
     r->s.algo_name = "p2p";
-    fc_result_t rrc = comm_memory_route(comm, is_send ? buf : NULL, is_send ? NULL : buf, r);
+    /* the family's hooks: a host buffer never reaches the device branch's files */
+    fc_result_t rrc = comm->sh->dev->route(comm, is_send ? buf : NULL, is_send ? NULL : buf, r);
     if (rrc == FC_SUCCESS)
-        rrc = comm_order_after_caller(comm, r);
+        rrc = comm->sh->dev->order_after_caller(comm, r);
     if (rrc != FC_SUCCESS) {
         comm_request_free(r);
         return rrc;
@@ -427,7 +438,7 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
     char desc[128];
     snprintf(desc, sizeof(desc), "%s of %zu x %s %s rank %d", is_send ? "send" : "receive", count,
              reduce_dt_name(dt), is_send ? "to" : "from", peer);
-    fc_result_t rc = comm_start(r, is_send ? buf : NULL, is_send ? NULL : buf, tb, desc, 1);
+    rc = comm_start(r, is_send ? buf : NULL, is_send ? NULL : buf, tb, desc, 1);
     if (rc != FC_SUCCESS)
         return rc;
     return comm_wait(r);
@@ -494,7 +505,7 @@ fc_result_t fc_comm_init(fc_comm_t *comm)
     rc = boot_from_launcher(cfg, &b);
     if (rc == FC_SUCCESS) {
         FC_INFO(LOG_BOOT, "bootstrap: %s", b->how);
-        rc = comm_create(b, cfg, &comm_gpu_device, comm);
+        rc = comm_create(b, cfg, &gpu_device_hooks, comm);
     }
     return named("fc_comm_init", rc);
 }
@@ -526,7 +537,7 @@ fc_result_t fc_comm_init_rank(fc_comm_t *comm, int nranks, const fc_unique_id_t 
     if (rc == FC_SUCCESS)
         rc = boot_from_unique_id(cfg, id, nranks, rank, &b);
     if (rc == FC_SUCCESS)
-        rc = comm_create(b, cfg, &comm_gpu_device, comm);
+        rc = comm_create(b, cfg, &gpu_device_hooks, comm);
     return named("fc_comm_init_rank", rc);
 }
 

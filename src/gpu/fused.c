@@ -338,8 +338,8 @@ static uint32_t fused_next(struct fused *f, int chained)
     return f->seq;
 }
 
-int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                         void *recvbuf, fc_result_t *rc)
+int gpu_fused_run(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
+                  void *recvbuf, fc_result_t *rc)
 {
     int chained;
     struct fused *f = fused_claim(c, a, sendbuf, recvbuf, NULL, &chained);
@@ -351,9 +351,9 @@ int comm_fused_allreduce(struct fc_comm *c, const struct coll_args *a, const voi
     const uint32_t seq = fused_next(f, 0);
     double t_launch = comm_now();
     int queued = 0;
-    *rc = gpu_fused_allreduce(f->stream, f->ev, NULL, sendbuf, recvbuf, fused_out(f),
-                              fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
-                              a->dt, a->op, c->cfg.gpu_fused == CFG_FUSED_AUTO ? &queued : NULL);
+    *rc = gpu_fused_launch(f->stream, f->ev, NULL, sendbuf, recvbuf, fused_out(f),
+                           fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
+                           a->dt, a->op, c->cfg.gpu_fused == CFG_FUSED_AUTO ? &queued : NULL);
     const double t_launched = comm_now();
     if (*rc != FC_SUCCESS) {
         /* nothing sent yet: this call and the later ones run staged */
@@ -446,9 +446,9 @@ int gpu_fused_stream(struct fc_comm *c, const struct coll_args *a, const void *s
     }
     const uint32_t seq = fused_next(f, chained);
     void *const caller = stream;
-    *rc = gpu_fused_allreduce(f->stream, f->ev, &caller, sendbuf, recvbuf, fused_out(f),
-                              fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
-                              a->dt, a->op, NULL);
+    *rc = gpu_fused_launch(f->stream, f->ev, &caller, sendbuf, recvbuf, fused_out(f),
+                           fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
+                           a->dt, a->op, NULL);
     if (*rc != FC_SUCCESS) {
         /* nothing queued, nothing sent: this call and the later ones run
          * the usual way */

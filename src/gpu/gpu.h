@@ -68,10 +68,10 @@ fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t 
  * pinned host memory (gpu_host_alloc); (n - 1) * W * 4 <= 33 KiB. queued
  * (may be NULL): set to 1 when the legacy stream still had work at the
  * launch. See gpu_kernels.cu. */
-fc_result_t gpu_fused_allreduce(gpu_stream_t *s, gpu_event_t *ev, void *const *caller,
-                                const void *send, void *recv, uint64_t *out, const uint64_t *in,
-                                volatile uint32_t *flags, uint32_t seq, int n, int rank,
-                                size_t count, fc_datatype_t dt, fc_op_t op, int *queued);
+fc_result_t gpu_fused_launch(gpu_stream_t *s, gpu_event_t *ev, void *const *caller,
+                             const void *send, void *recv, uint64_t *out, const uint64_t *in,
+                             volatile uint32_t *flags, uint32_t seq, int n, int rank,
+                             size_t count, fc_datatype_t dt, fc_op_t op, int *queued);
 /* 1 when contexts on the device are shared through MPS. */
 int gpu_device_mps(int device);
 

@@ -149,7 +149,7 @@ template <typename T> __device__ void scale(T *dst, const T *src, size_t n, uint
         dst[i] = scaler<T, is_int<T>::v>::f(src[i], d ? d : 1);
 }
 
-// The fused small allreduce (src/comm_gpu.c, coll/allreduce_gather.c), one
+// The fused small allreduce (src/gpu/fused.c, coll/allreduce_gather.c), one
 // block. Vectors cross PCIe in pinned host memory as 8-byte words that
 // carry 4 bytes of data and the call's seq (NCCL's LL idea): a word is
 // valid once its seq matches, so neither side needs a flag write, a fence
@@ -164,7 +164,7 @@ template <typename T> __device__ void scale(T *dst, const T *src, size_t n, uint
 // are reduced in rank order, ((v0 op v1) op v2) ...,
 // rounded to the type after each step, like the host's reduction chain;
 // div (FC_AVG) divides at the end. No flags: return at once (warm-up).
-#define FUSED_SMEM (33 << 10) // (n-1) * W * 4 bytes at most (comm_gpu.c)
+#define FUSED_SMEM (33 << 10) // (n-1) * W * 4 bytes at most (fused.c)
 // element i of rank r's vector: this rank's from send, the others' from
 // the exchange's order in peers (vector j - 1 for rank rank + j mod n)
 template <typename T>

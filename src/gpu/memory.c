@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device memory as the core sees it: which transport a call on device
- * buffers goes through (comm_memory_route: the device transport, made on
+ * buffers goes through (gpu_memory_route: the device transport, made on
  * first use, over the family's host transport), the order after the
- * caller's legacy-stream work, and the branch's hooks (comm_gpu_device),
+ * caller's legacy-stream work, and the branch's hooks (gpu_device_hooks),
  * which api.c hands to comm_create. The core calls the branch through
  * those hooks only; it never includes a file of src/gpu/.
  */
@@ -20,8 +20,8 @@
 #include "prov.h"
 #include "queue.h"
 
-fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
-                              struct fc_request *r)
+fc_result_t gpu_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
+                             struct fc_request *r)
 {
     /* asked of CUDA on every call, not cached: 0.08 us for device memory,
      * 0.2 us for host memory on an H200 node; a range's answer can change
@@ -85,7 +85,7 @@ fc_result_t comm_memory_route(struct fc_comm *c, const void *sendbuf, const void
     return FC_SUCCESS;
 }
 
-fc_result_t comm_order_after_caller(struct fc_comm *c, struct fc_request *r)
+fc_result_t gpu_order_after_caller(struct fc_comm *c, struct fc_request *r)
 {
     if (!r->tp || !c->sh->gpu)
         return FC_SUCCESS;
@@ -107,10 +107,11 @@ static int device_present(void)
     return gpu_available(NULL);
 }
 
-const struct comm_device comm_gpu_device = {
-    .route = comm_memory_route,
-    .order_after_caller = comm_order_after_caller,
+const struct comm_device gpu_device_hooks = {
+    .route = gpu_memory_route,
+    .order_after_caller = gpu_order_after_caller,
     .stream_start_ready = gpu_queue_start_ready,
     .release = device_release,
     .present = device_present,
+    .take_allreduce = gpu_fused_run,
 };

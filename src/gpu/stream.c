@@ -218,8 +218,8 @@ static fc_result_t lane_enqueue(struct fc_comm *c, struct fc_request *r, void *s
     return rc;
 }
 
-fc_result_t comm_stream_collective(struct fc_comm *c, const struct coll_args *a,
-                                   const void *sendbuf, void *recvbuf, void *stream)
+fc_result_t gpu_stream_collective(struct fc_comm *c, const struct coll_args *a,
+                                  const void *sendbuf, void *recvbuf, void *stream)
 {
     const char *why;
     if (!gpu_available(&why))

@@ -405,7 +405,7 @@ static long staged_run(const char *kind, const char *algo, int n, size_t count, 
     float *h = malloc(count * 4 + 4), *exp = calloc(count + 1, 4);
     for (int r = 0; r < n; r++) {
         cr_assert_eq(gpu_tp_create(loop_transport(f, r), 0, hmem, 200, 256, &g[r]), FC_SUCCESS, "%s",
-                     fc_last_error());
+                                   fc_last_error());
         for (size_t i = 0; i < count; i++) {
             h[i] = (float)((r + (int)i) % 7);
             exp[i] = k == COLL_BCAST ? (float)((0 + (int)i) % 7) : exp[i] + h[i];
@@ -418,7 +418,7 @@ static long staged_run(const char *kind, const char *algo, int n, size_t count, 
                               .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4};
         /* the buffers were filled on the legacy default stream (cuMemset is
          * asynchronous): order the transport's streams after it, as every
-         * collective call does (comm_order_after_caller) */
+         * collective call does (gpu_order_after_caller) */
         cr_assert_eq(gpu_tp_order_after_default(g[r]), FC_SUCCESS, "%s", fc_last_error());
         sched_init(&s[r], FC_FLOAT32, FC_SUM, n);
         cr_assert_eq(al->build(&s[r], &a), FC_SUCCESS);
@@ -500,8 +500,8 @@ Test(gpu, fused_kernel_waits_for_the_legacy_stream, .timeout = 60)
     gpu_event_t *ev;
     cr_assert_eq(gpu_event_get(0, &ev), FC_SUCCESS, "%s", fc_last_error());
     int queued = 0;
-    fc_result_t rc = gpu_fused_allreduce(fs, ev, NULL, ds, dr, out, in, flags, 1, 1, 0, count,
-                                         FC_FLOAT32, FC_SUM, &queued);
+    fc_result_t rc = gpu_fused_launch(fs, ev, NULL, ds, dr, out, in, flags, 1, 1, 0, count,
+                                      FC_FLOAT32, FC_SUM, &queued);
     usleep(50000);
     uint32_t early = flags[2];
     gpu_exec_close(x); /* the executor leaves: the legacy stream drains */
