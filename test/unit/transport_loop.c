@@ -295,29 +295,31 @@ static fc_result_t loop_local(struct transport *t, const struct local_op *lo, st
     return FC_SUCCESS;
 }
 
-static const struct transport_ops loop_ops_async;
+/* loop_ops with TRANSPORT_RUNS_LOCAL: local steps complete late (loop_local);
+ * filled from loop_ops by loop_fabric_create_async */
+static struct transport_ops loop_ops_async;
 
 static const struct transport_ops loop_ops = {
     .name = "loopback",
     .send = loop_send,
     .recv = loop_recv,
     .progress = loop_progress,
+    .wait_prepare = transport_wait_none,
+    .wait_end = transport_wait_end_none,
     .peer_name = loop_peer_name,
-    .mem_alloc = NULL,
-    .mem_free = NULL,
+    .mem_alloc = transport_mem_host_alloc,
+    .mem_free = transport_mem_host_free,
+    .local = transport_local_none,
+    .idle = transport_always_idle,
 };
 
-static const struct transport_ops loop_ops_async = {
-    .name = "loopback-async",
-    .send = loop_send,
-    .recv = loop_recv,
-    .progress = loop_progress,
-    .peer_name = loop_peer_name,
-    .local = loop_local,
-};
 
 struct loop_fabric *loop_fabric_create_async(int nranks, unsigned seed)
 {
+    loop_ops_async = loop_ops;
+    loop_ops_async.name = "loopback-async";
+    loop_ops_async.flags = TRANSPORT_RUNS_LOCAL;
+    loop_ops_async.local = loop_local;
     struct loop_fabric *f = loop_fabric_create(nranks, seed);
     if (f)
         for (int i = 0; i < nranks; i++)

@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fc_perf's calls: one call of a collective (plain, or its stream-ordered
+ * twin), and one checked call whose inputs tell every rank and element
+ * apart, with every element of the result compared with its closed form.
+ * Nothing here times anything (perf_time.c does).
+ */
+#define _GNU_SOURCE
+#include "perf.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_util.h"
+
+const char *const perf_coll_names[NCOLL] = {"allreduce",      "bcast",    "reduce", "allgather",
+                                            "reduce_scatter", "alltoall", "barrier"};
+const char *const perf_dt_names[10] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
+                                       "uint64", "float16", "bfloat16", "float32", "float64"};
+const char *const perf_op_names[5] = {"sum", "prod", "min", "max", "avg"};
+
+/* one rank's input at element i (small integers: exact in every type) */
+static double input(int rank, size_t i)
+{
+    return (double)((rank + (int)(i % 3)) % 3 + 1);
+}
+
+static void store(void *b, size_t i, fc_datatype_t dt, double v)
+{
+    switch (dt) {
+    case FC_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
+    case FC_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
+    case FC_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
+    case FC_UINT32: ((uint32_t *)b)[i] = (uint32_t)v; break;
+    case FC_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
+    case FC_UINT64: ((uint64_t *)b)[i] = (uint64_t)v; break;
+    case FC_FLOAT16: {
+        _Float16 h = (_Float16)v;
+        memcpy((char *)b + 2 * i, &h, 2);
+        break;
+    }
+    case FC_BFLOAT16: {
+        float f = (float)v; /* small integers: exact, truncation is rounding */
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy((char *)b + 2 * i, &h, 2);
+        break;
+    }
+    case FC_FLOAT32: ((float *)b)[i] = (float)v; break;
+    case FC_FLOAT64: ((double *)b)[i] = v; break;
+    }
+}
+
+static double load(const void *b, size_t i, fc_datatype_t dt)
+{
+    switch (dt) {
+    case FC_INT8: return ((const int8_t *)b)[i];
+    case FC_UINT8: return ((const uint8_t *)b)[i];
+    case FC_INT32: return ((const int32_t *)b)[i];
+    case FC_UINT32: return ((const uint32_t *)b)[i];
+    case FC_INT64: return (double)((const int64_t *)b)[i];
+    case FC_UINT64: return (double)((const uint64_t *)b)[i];
+    case FC_FLOAT16: {
+        _Float16 h;
+        memcpy(&h, (const char *)b + 2 * i, 2);
+        return (double)h;
+    }
+    case FC_BFLOAT16: {
+        uint16_t h;
+        memcpy(&h, (const char *)b + 2 * i, 2);
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    case FC_FLOAT32: return ((const float *)b)[i];
+    case FC_FLOAT64: return ((const double *)b)[i];
+    }
+    return 0;
+}
+
+/* the reduction of input() over n ranks (no wrap: checked sizes keep it
+ * small for every op but int8 products, which are skipped) */
+static double reduced(fc_op_t op, int n, size_t i)
+{
+    double acc = input(0, i);
+    for (int r = 1; r < n; r++) {
+        double v = input(r, i);
+        switch (op) {
+        case FC_SUM:
+        case FC_AVG: acc += v; break;
+        case FC_PROD: acc *= v; break;
+        case FC_MIN: acc = v < acc ? v : acc; break;
+        case FC_MAX: acc = v > acc ? v : acc; break;
+        }
+    }
+    if (op == FC_AVG)
+        acc = floor(acc / n); /* integer types truncate; floats compared with tolerance */
+    return acc;
+}
+
+void *perf_stream;
+
+static fc_result_t run_call(enum perf_coll c, void *sb, void *rb, size_t count,
+                            const struct perf_opts *o, fc_comm_t comm, int rank, int n);
+
+/* One call of collective c: the plain call, or with -S o->batch of its
+ * stream-ordered twin on perf_stream followed by a stream synchronize. */
+fc_result_t perf_run_once(enum perf_coll c, void *sb, void *rb, size_t count,
+                          const struct perf_opts *o, fc_comm_t comm, int rank, int n)
+{
+    fc_result_t rc = FC_SUCCESS;
+    for (int b = 0; b < (o->stream ? o->batch : 1) && rc == FC_SUCCESS; b++)
+        rc = run_call(c, sb, rb, count, o, comm, rank, n);
+    if (rc == FC_SUCCESS && o->stream && gu_stream_sync(perf_stream) != 0)
+        rc = FC_ERR_CUDA;
+    return rc;
+}
+
+static fc_result_t run_call(enum perf_coll c, void *sb, void *rb, size_t count,
+                            const struct perf_opts *o, fc_comm_t comm, int rank, int n)
+{
+    void *s = o->inplace ? rb : sb, *st = perf_stream;
+    const size_t mine = (size_t)rank * count * fc_datatype_size(o->dt);
+    void *ag_send = o->inplace ? (char *)rb + mine : sb; /* allgather's block */
+    void *rs_recv = o->inplace ? (char *)sb + mine : rb; /* reduce_scatter's */
+    void *root_send = rank == o->root ? s : NULL;
+    fc_result_t rc;
+    switch (c) {
+    case ALLREDUCE:
+        rc = o->stream ? fc_allreduce_stream(s, rb, count, o->dt, o->op, comm, st)
+                       : fc_allreduce(s, rb, count, o->dt, o->op, comm);
+        break;
+    case BCAST:
+        rc = o->stream ? fc_broadcast_stream(root_send, rb, count, o->dt, o->root, comm, st)
+                       : fc_broadcast(root_send, rb, count, o->dt, o->root, comm);
+        break;
+    case REDUCE:
+        rc = o->stream ? fc_reduce_stream(s, rb, count, o->dt, o->op, o->root, comm, st)
+                       : fc_reduce(s, rb, count, o->dt, o->op, o->root, comm);
+        break;
+    case ALLGATHER:
+        rc = o->stream ? fc_allgather_stream(ag_send, rb, count, o->dt, comm, st)
+                       : fc_allgather(ag_send, rb, count, o->dt, comm);
+        break;
+    case REDUCE_SCATTER:
+        rc = o->stream ? fc_reduce_scatter_stream(sb, rs_recv, count, o->dt, o->op, comm, st)
+                       : fc_reduce_scatter(sb, rs_recv, count, o->dt, o->op, comm);
+        break;
+    case ALLTOALL: return fc_alltoall(s, rb, count, o->dt, comm); /* -S refuses these two */
+    case BARRIER: return fc_barrier(comm);
+    default: return FC_ERR_INVALID_ARGUMENT;
+    }
+    return rc;
+    (void)n;
+}
+
+char *perf_host_send, *perf_host_recv;
+size_t perf_host_bytes;
+
+/* Fills inputs, runs once, counts wrong elements on this rank. With
+ * device buffers the inputs are written on the host and copied in, and the
+ * results copied out, around the same call. */
+static long check_host(enum perf_coll c, char *sb, char *rb, size_t count,
+                       const struct perf_opts *o, fc_comm_t comm, int rank, int n);
+
+long perf_check_once(enum perf_coll c, char *sb, char *rb, size_t count, const struct perf_opts *o,
+                     fc_comm_t comm, int rank, int n)
+{
+    if (!o->cuda)
+        return check_host(c, sb, rb, count, o, comm, rank, n);
+    /* run on the host shadows to fill inputs and compute the check, with
+     * the collective itself on the device: fill, copy in, run, copy out */
+    struct perf_opts ho = *o;
+    ho.cuda = 0;
+    ho.stream = 0;
+    ho.check = 2; /* fill only */
+    check_host(c, perf_host_send, perf_host_recv, count, &ho, comm, rank, n);
+    gu_to_device(sb, perf_host_send, perf_host_bytes);
+    gu_to_device(rb, perf_host_recv, perf_host_bytes);
+    struct perf_opts one = *o;
+    one.batch = 1; /* in place, a batch would reduce the result again */
+    if (perf_run_once(c, sb, rb, count, &one, comm, rank, n) != FC_SUCCESS)
+        return (long)count + 1;
+    gu_to_host(perf_host_send, sb, perf_host_bytes);
+    gu_to_host(perf_host_recv, rb, perf_host_bytes);
+    ho.check = 3; /* verify only */
+    return check_host(c, perf_host_send, perf_host_recv, count, &ho, comm, rank, n);
+}
+
+static long check_host(enum perf_coll c, char *sb, char *rb, size_t count,
+                       const struct perf_opts *o, fc_comm_t comm, int rank, int n)
+{
+    size_t es = fc_datatype_size(o->dt);
+    size_t ns = count, nr = count;
+    if (c == ALLGATHER)
+        nr = count * (size_t)n;
+    if (c == REDUCE_SCATTER || c == ALLTOALL)
+        ns = count * (size_t)n;
+    if (c == ALLTOALL)
+        nr = ns;
+    char *src = sb;
+    if (o->inplace)
+        src = (c == ALLGATHER) ? rb + (size_t)rank * count * es : (c == REDUCE_SCATTER ? sb : rb);
+    if (o->check != 3)
+        for (size_t i = 0; i < ns; i++)
+            store(src, i, o->dt,
+                  c == ALLTOALL ? (double)((rank * 7 + (int)i) % 100)
+                                : input(c == BCAST ? o->root : rank, i));
+    if (o->check == 2)
+        return 0;
+    if (o->check != 3 && perf_run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
+        return (long)nr + 1;
+    const char *res = rb;
+    if (c == REDUCE_SCATTER && o->inplace)
+        res = sb + (size_t)rank * count * es;
+    if (c == REDUCE && rank != o->root)
+        return 0;
+    if (c == BARRIER)
+        return 0;
+    long wrong = 0;
+    size_t checkn = c == REDUCE_SCATTER ? count : nr;
+    for (size_t i = 0; i < checkn; i++) {
+        double e;
+        switch (c) {
+        case ALLREDUCE:
+        case REDUCE: e = reduced(o->op, n, i); break;
+        case REDUCE_SCATTER: e = reduced(o->op, n, (size_t)rank * count + i); break;
+        case BCAST: e = input(o->root, i); break;
+        case ALLGATHER: e = input((int)(i / count), i % count); break;
+        case ALLTOALL: {
+            size_t from = i / count, k = i % count;
+            e = (double)(((int)from * 7 + (int)((size_t)rank * count + k)) % 100);
+            break;
+        }
+        default: e = 0;
+        }
+        double g = load(res, i, o->dt);
+        int float_avg = o->op == FC_AVG && (o->dt >= FC_FLOAT16) &&
+                        (c == ALLREDUCE || c == REDUCE || c == REDUCE_SCATTER);
+        if (float_avg) {
+            double exact = 0;
+            for (int r = 0; r < n; r++)
+                exact += input(r, c == REDUCE_SCATTER ? (size_t)rank * count + i : i);
+            e = exact / n;
+            if (fabs(g - e) > 1e-2 * fabs(e))
+                wrong++;
+        } else if (g != e) {
+            wrong++;
+        }
+    }
+    return wrong;
+}
