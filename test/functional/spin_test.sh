@@ -17,7 +17,7 @@ check() { # description, expected, actual
 }
 command -v taskset >/dev/null || { echo "SKIP: no taskset (util-linux)"; exit 77; }
 spins() { # fc_run arguments: the spin each rank logged, sorted, one line
-    "$@" 2>&1 | grep -o 'INFO INIT comm_create: .* spin [0-9]*' | grep -o 'spin [0-9]*$' |
+    "$@" 2>&1 | grep -o 'INFO INIT [a-z_]*: comm .* spin [0-9]*' | grep -o 'spin [0-9]*$' |
         sort | uniq -c | awk '{printf "%s x%s ", $3, $1}' | sed 's/ $//'
 }
 check "2 ranks on 1 CPU (taskset -c 0): spin 1 on each" "1 x2" \
