@@ -2,8 +2,9 @@
 /*
  * The transport interface: what the schedule engine needs from a fabric.
  *
- * Two implementations: prov/ (libfabric tagged messages) and the in-process
- * loopback used by unit tests and fc_sim (src/transport_loop.c). A transport
+ * Implemented by prov/ (libfabric tagged messages), wrapped by rails.c and
+ * the device transport (src/gpu/gpu_tp.c), and, for the unit tests only, by
+ * an in-process loopback (test/unit/transport_loop.c). A transport
  * moves tagged messages between peers (indices of its own peer table) and
  * reports completions by calling xfer->done from its progress function,
  * never from inside send/recv.
