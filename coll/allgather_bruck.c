@@ -73,7 +73,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 const struct coll_algo coll_allgather_bruck = {
     .name = "bruck",
     .kind = COLL_ALLGATHER,
-    .check = NULL,
+    .check = coll_any,
     .build = build,
     .cost = cost,
 };

@@ -47,7 +47,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 const struct coll_algo coll_allgather_ring = {
     .name = "ring",
     .kind = COLL_ALLGATHER,
-    .check = NULL,
+    .check = coll_any,
     .build = build,
     .cost = cost,
 };

@@ -103,7 +103,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 const struct coll_algo coll_allreduce_rd = {
     .name = "rd",
     .kind = COLL_ALLREDUCE,
-    .check = NULL,
+    .check = coll_any,
     .build = build,
     .cost = cost,
 };

@@ -139,7 +139,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 const struct coll_algo coll_alltoall_bruck = {
     .name = "bruck",
     .kind = COLL_ALLTOALL,
-    .check = NULL,
+    .check = coll_any,
     .build = build,
     .cost = cost,
 };

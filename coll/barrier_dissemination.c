@@ -40,7 +40,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 const struct coll_algo coll_barrier_dissemination = {
     .name = "dissemination",
     .kind = COLL_BARRIER,
-    .check = NULL,
+    .check = coll_any,
     .build = build,
     .cost = cost,
 };

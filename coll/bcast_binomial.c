@@ -64,7 +64,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 const struct coll_algo coll_bcast_binomial = {
     .name = "binomial",
     .kind = COLL_BCAST,
-    .check = NULL,
+    .check = coll_any,
     .build = build,
     .cost = cost,
     .shares = 1,

@@ -103,7 +103,8 @@ static inline double coll_share(const struct coll_cost *c, int n, double active)
 struct coll_algo {
     const char *name;
     enum coll_kind kind;
-    /* Nonzero when the algorithm can run these arguments. NULL: any. */
+    /* Every function is filled in: no caller tests one for NULL. */
+    /* Nonzero when the algorithm can run these arguments (coll_any: all). */
     int (*check)(const struct coll_args *a);
     fc_result_t (*build)(struct sched *s, const struct coll_args *a);
     /* Predicted time (s) for these arguments, for the tuner. */
@@ -117,6 +118,8 @@ struct coll_algo {
     int shares;
 };
 
+/* The check of an algorithm that runs any arguments. */
+int coll_any(const struct coll_args *a);
 const char *coll_kind_name(enum coll_kind k); /* "allreduce", "bcast", ... */
 /* Bytes of R_SEND (recv 0) or R_RECV (recv 1) this rank's call touches,
  * by the table above (0: the buffer is not used on this rank). */

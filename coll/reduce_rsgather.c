@@ -141,7 +141,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 const struct coll_algo coll_reduce_rsgather = {
     .name = "rsgather",
     .kind = COLL_REDUCE,
-    .check = NULL,
+    .check = coll_any,
     .build = build,
     .cost = cost,
     .shares = 1,

@@ -147,7 +147,7 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
 const struct coll_algo coll_reduce_scatter_halving = {
     .name = "halving",
     .kind = COLL_REDUCE_SCATTER,
-    .check = NULL,
+    .check = coll_any,
     .build = build,
     .cost = cost,
 };

@@ -183,8 +183,6 @@ static size_t coll_bytes(const struct coll_args *a)
 double coll_algo_cost(const struct coll_algo *al, const struct coll_args *a,
                       const struct coll_cost *c)
 {
-    if (!al->cost)
-        return 1e30;
     if (!(c->oversub > 1))
         return al->cost(a, c);
     struct coll_cost e = *c;
@@ -217,7 +215,7 @@ const struct coll_algo *coll_select_by_cost(const struct coll_tuning *t,
     double best_cost = 0;
     for (int i = 0; coll_algos[i]; i++) {
         const struct coll_algo *al = coll_algos[i];
-        if (al->kind != a->kind || (al->check && !al->check(a)))
+        if (al->kind != a->kind || !al->check(a))
             continue;
         double c = coll_algo_cost(al, a, &t->cost);
         if (!best || c < best_cost * (1 - best->tie_margin)) {

@@ -219,7 +219,7 @@ static void print_tuner(const char *prov, int n)
             double second_t = 0;
             for (int i = 0; coll_algos[i]; i++) {
                 const struct coll_algo *al = coll_algos[i];
-                if (al->kind != a.kind || al == best || (al->check && !al->check(&a)) || !al->cost)
+                if (al->kind != a.kind || al == best || !al->check(&a))
                     continue;
                 double c = coll_algo_cost(al, &a, &t.cost);
                 if (!second || c < second_t) {

@@ -339,7 +339,7 @@ int main(int argc, char **argv)
                     const struct coll_algo *al = coll_algos[i];
                     if (al->kind != k || (only && strcmp(al->name, only)))
                         continue;
-                    if (al->check && !al->check(&a)) {
+                    if (!al->check(&a)) {
                         if (!csv)
                             printf("  %-19s (does not apply here)\n", al->name);
                         continue;
