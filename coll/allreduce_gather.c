@@ -14,9 +14,11 @@
  * the data to send is the caller's vector itself, and the whole reduction
  * comes after the exchange, so one CUDA kernel can copy the vector out,
  * wait for the exchange and reduce, with no round trip to the GPU in
- * between (src/gpu/fused.c runs this exchange alone, coll_allreduce_gather_xchg,
- * around such a kernel; the messages are the same, so ranks on host and
- * device buffers can be mixed in one call).
+ * between. coll_allreduce_gather_fused is that form: the own vector copied
+ * to tmp[0] first (the kernel putting it out), the same messages, and the n
+ * vectors reduced in one step (sched_reduce_all: the kernel's reduction);
+ * src/gpu/fused.c is the transport that runs it so. The messages are
+ * gather's, so ranks on host and device buffers can be mixed in one call.
  *
  * Steps: ceil(log2 n) exchanges (latency of recursive doubling at a power
  * of two, two rounds fewer elsewhere), (n-1) vectors sent per rank, n-1
@@ -40,7 +42,7 @@ static int exchange(struct sched *s, const struct coll_args *a, struct sched_buf
          * send tmp[0 .. cnt), which holds it and what came before */
         struct sched_buf src = k == 0 ? own : tmp;
         int snd = sched_send(s, mod(r - dist, n), (uint32_t)k, src, (size_t)cnt * bc);
-        if (k > 0) {
+        if (k > 0 || (own.region == tmp.region && own.off == tmp.off)) {
             sched_dep(s, snd, own_copy, 0);
             for (int j = 0; j < nr; j++)
                 sched_dep(s, snd, steps[j], 0); /* (and earlier sends: harmless) */
@@ -93,14 +95,22 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
     return s->build_err;
 }
 
-/* The exchange alone, for a caller that places the own vector and reduces
- * itself: R_RECV is tmp (n vectors, the own one at tmp[0]); on completion
- * tmp[j] holds rank r+j's vector (mod n). The same messages as build(). */
-static fc_result_t build_xchg(struct sched *s, const struct coll_args *a)
+/* The fused form: the own vector copied to tmp[0] (at every n), every
+ * round sending from tmp, and one reduction of the n vectors (tmp[j] holds
+ * rank r+j's). The same messages as build(). */
+static fc_result_t build_fused(struct sched *s, const struct coll_args *a)
 {
-    if (a->nranks == 1)
-        return s->build_err;
-    exchange(s, a, sbuf(R_RECV, 0), sbuf(R_RECV, 0), -1);
+    const int n = a->nranks, r = a->rank;
+    const size_t bc = a->count * a->esize;
+    const size_t tmp = sched_scratch(s, (size_t)n * bc);
+    int own_copy = sched_copy(s, sbuf(R_SCRATCH, tmp), sbuf(a->in_place ? R_RECV : R_SEND, 0), bc);
+    int last = own_copy;
+    if (n > 1) {
+        last = exchange(s, a, sbuf(R_SCRATCH, tmp), sbuf(R_SCRATCH, tmp), own_copy);
+        sched_dep(s, last, own_copy, 0);
+    }
+    int red = sched_reduce_all(s, sbuf(R_RECV, 0), sbuf(R_SCRATCH, tmp), r, bc);
+    sched_dep(s, red, last, 0);
     return s->build_err;
 }
 
@@ -134,11 +144,12 @@ const struct coll_algo coll_allreduce_gather = {
     .tie_margin = 0.02,
 };
 
-/* Not in the table (FC_ALGO cannot pick it): src/gpu/fused.c's exchange. */
-const struct coll_algo coll_allreduce_gather_xchg = {
+/* Not in the table (FC_ALGO cannot pick it): the device branch's route
+ * picks it for the calls its fused transport runs (src/gpu/fused.c). */
+const struct coll_algo coll_allreduce_gather_fused = {
     .name = "gather-fused",
     .kind = COLL_ALLREDUCE,
     .check = check,
-    .build = build_xchg,
+    .build = build_fused,
     .cost = cost,
 };

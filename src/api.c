@@ -93,7 +93,8 @@ static fc_result_t run(fc_comm_t c, const struct coll_args *a, const void *sendb
         return gpu_stream_collective(c, a, sendbuf, recvbuf, h->stream);
     fc_request_t *req = h->req;
     struct fc_request *r = NULL;
-    fc_result_t rc = comm_collective(c, a, sendbuf, recvbuf, &r);
+    fc_result_t rc = comm_collective(c, a, req ? COMM_NONBLOCKING : COMM_BLOCKING, sendbuf,
+                                     recvbuf, &r);
     if (rc != FC_SUCCESS)
         return rc;
     if (req) {
@@ -134,9 +135,6 @@ static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count
         (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
         return rc;
     struct coll_args a = args_of(comm, COLL_ALLREDUCE, count, dt, op, 0, es, sendbuf == recvbuf);
-    if (!h->req && !h->on_stream &&
-        comm->sh->dev->take_allreduce(comm, &a, sendbuf, recvbuf, &rc))
-        return rc;
     return run(comm, &a, sendbuf, recvbuf, h);
 }
 
@@ -369,7 +367,9 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
     r->s.coll_name = is_send ? "send" : "recv";
     r->s.algo_name = "p2p";
     /* the family's hooks: a host buffer never reaches the device branch's files */
-    fc_result_t rrc = comm->sh->dev->route(comm, is_send ? buf : NULL, is_send ? NULL : buf, r);
+    struct comm_call call = {.mode = COMM_BLOCKING}; /* no collective: a message */
+    fc_result_t rrc = comm->sh->dev->route(comm, &call, is_send ? buf : NULL,
+                                           is_send ? NULL : buf, r);
     if (rrc == FC_SUCCESS)
         rrc = comm->sh->dev->order_after_caller(comm, r);
     if (rrc != FC_SUCCESS) {

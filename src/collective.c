@@ -18,55 +18,39 @@
 
 #include "log.h"
 
-static fc_result_t build_from(struct fc_comm *c, const struct coll_args *a,
-                              const struct coll_algo *al, const char *why, struct fc_request *r,
-                              const void *sendbuf, void *recvbuf, struct fc_request **out,
-                              uint64_t *tagbase);
-
-fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                       void *recvbuf, struct fc_request **out, uint64_t *tagbase)
-{
-    if (c->broken != FC_SUCCESS)
-        return FC_ERR_QUIET(c->broken, "the communicator is unusable after an earlier error "
-                            "(%s); destroy it", c->brokenmsg);
-    const char *why = "the same call before";
-    pthread_mutex_lock(&c->sh->lock);
-    struct fc_request *kept = comm_rcache_take(c, a, NULL);
-    pthread_mutex_unlock(&c->sh->lock);
-    const struct coll_algo *al = kept ? kept->algo : coll_select(&c->tuning, a, &why);
-    if (!al)
-        return FC_ERR(FC_ERR_INTERNAL, "no algorithm for %s", coll_kind_name(a->kind));
-    fc_result_t rc = build_from(c, a, al, why, kept, sendbuf, recvbuf, out, tagbase);
-    if (rc == FC_SUCCESS)
-        (*out)->selected = 1;
-    return rc;
-}
-
-fc_result_t comm_build_algo(struct fc_comm *c, const struct coll_args *a,
-                            const struct coll_algo *al, const char *why, const void *sendbuf,
-                            void *recvbuf, struct fc_request **out, uint64_t *tagbase)
+/* A request that has not run is freed under the family's lock: its
+ * scratch is the family's, and the route's on_end (if any) runs then. */
+static void free_locked(struct fc_comm *c, struct fc_request *r)
 {
     pthread_mutex_lock(&c->sh->lock);
-    struct fc_request *kept = comm_rcache_take(c, a, al);
+    comm_request_free(r);
     pthread_mutex_unlock(&c->sh->lock);
-    return build_from(c, a, al, why, kept, sendbuf, recvbuf, out, tagbase);
 }
 
-/* A request running algorithm al for the call a: the kept schedule r
- * (taken from the cache, NULL: none) once more, or a new one. */
-static fc_result_t build_from(struct fc_comm *c, const struct coll_args *a,
-                              const struct coll_algo *al, const char *why, struct fc_request *r,
-                              const void *sendbuf, void *recvbuf, struct fc_request **out,
-                              uint64_t *tagbase)
+/* The request for the call (the route may change call->algo): the kept
+ * schedule r (taken from the cache, NULL: none) once more, or a new one. */
+static fc_result_t build_from(struct fc_comm *c, struct comm_call *call, const char *why,
+                              struct fc_request *r, const void *sendbuf, void *recvbuf,
+                              struct fc_request **out, uint64_t *tagbase)
 {
     fc_result_t rc;
+    const struct coll_algo *chosen = call->algo;
+    struct fc_request routed = {.tp = NULL}; /* the route's answer for a kept schedule */
+    int have_route = 0;
     if (r) {
-        /* a finished run of the same call: its schedule, once more */
-        rc = c->sh->dev->route(c, sendbuf, recvbuf, r);
-        if (rc != FC_SUCCESS || r->tp) {
-            pthread_mutex_lock(&c->sh->lock); /* its scratch is the family's */
-            comm_request_free(r);
-            pthread_mutex_unlock(&c->sh->lock);
+        /* a finished run of the same call: its schedule, once more, unless
+         * the route runs the call otherwise (its answer then moves to the
+         * new request) */
+        rc = c->sh->dev->route(c, call, sendbuf, recvbuf, r);
+        if (rc == FC_SUCCESS && (r->tp || call->algo != chosen)) {
+            routed.tp = r->tp;
+            routed.tp_call = r->tp_call;
+            routed.on_end = r->on_end;
+            r->on_end = NULL;
+            have_route = 1;
+        }
+        if (rc != FC_SUCCESS || have_route) {
+            free_locked(c, r);
             r = NULL;
             if (rc != FC_SUCCESS)
                 return rc;
@@ -81,23 +65,38 @@ static fc_result_t build_from(struct fc_comm *c, const struct coll_args *a,
         r->last_ndone = 0;
         r->restart = 1;
     } else {
+        const struct coll_args *a = call->a;
         r = comm_request_new(c, a->dt, a->op);
-        if (!r)
-            return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a request");
-        rc = c->sh->dev->route(c, sendbuf, recvbuf, r);
+        rc = r ? FC_SUCCESS : FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a request");
+        if (r && have_route) {
+            r->tp = routed.tp;
+            r->tp_call = routed.tp_call;
+            r->on_end = routed.on_end;
+        } else if (r) {
+            rc = c->sh->dev->route(c, call, sendbuf, recvbuf, r);
+        } else if (routed.on_end) {
+            routed.comm = c; /* its end, unrun */
+            pthread_mutex_lock(&c->sh->lock);
+            routed.on_end(&routed);
+            pthread_mutex_unlock(&c->sh->lock);
+        }
         if (rc != FC_SUCCESS) {
-            comm_request_free(r);
+            if (r)
+                free_locked(c, r);
             return rc;
         }
+        const struct coll_algo *al = call->algo;
         r->s.coll_name = coll_kind_name(a->kind);
         r->s.algo_name = al->name;
         rc = al->build(&r->s, a);
         if (rc != FC_SUCCESS) {
-            comm_request_free(r);
+            free_locked(c, r);
             return rc;
         }
         r->key = *a;
         r->algo = al;
+        if (al != chosen)
+            why = "the memory route";
     }
     uint64_t seq = c->seq++;
     r->seq = seq;
@@ -107,19 +106,41 @@ static fc_result_t build_from(struct fc_comm *c, const struct coll_args *a,
     return FC_SUCCESS;
 }
 
-fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                            void *recvbuf, struct fc_request **out)
+fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, enum comm_mode mode,
+                       void *stream, const void *sendbuf, void *recvbuf,
+                       struct fc_request **out, uint64_t *tagbase)
+{
+    if (c->broken != FC_SUCCESS)
+        return FC_ERR_QUIET(c->broken, "the communicator is unusable after an earlier error "
+                            "(%s); destroy it", c->brokenmsg);
+    const char *why = "the same call before";
+    pthread_mutex_lock(&c->sh->lock);
+    struct fc_request *kept = comm_rcache_take(c, a);
+    pthread_mutex_unlock(&c->sh->lock);
+    struct comm_call call = {
+        .a = a,
+        .algo = kept ? kept->algo : coll_select(&c->tuning, a, &why),
+        .mode = mode,
+        .stream = stream,
+    };
+    if (!call.algo)
+        return FC_ERR(FC_ERR_INTERNAL, "no algorithm for %s", coll_kind_name(a->kind));
+    return build_from(c, &call, why, kept, sendbuf, recvbuf, out, tagbase);
+}
+
+fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, enum comm_mode mode,
+                            const void *sendbuf, void *recvbuf, struct fc_request **out)
 {
     struct fc_request *r;
     uint64_t tb;
-    fc_result_t rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
+    fc_result_t rc = comm_build(c, a, mode, NULL, sendbuf, recvbuf, &r, &tb);
     if (rc != FC_SUCCESS)
         return rc;
     rc = c->sh->dev->order_after_caller(c, r);
     if (rc != FC_SUCCESS) {
         /* its sequence number is taken: the peers wait for this call */
         comm_break(c, rc, "%.200s could not start: %.280s", comm_request_desc(r), err_get());
-        comm_request_free(r);
+        free_locked(c, r);
         return rc;
     }
     rc = comm_start(r, (void *)sendbuf, recvbuf, tb, NULL, 0);

@@ -30,10 +30,10 @@
 
 /* ---- a family without device memory ------------------------------------------ */
 
-static fc_result_t host_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
-                              struct fc_request *r)
+static fc_result_t host_route(struct fc_comm *c, struct comm_call *call, const void *sendbuf,
+                              const void *recvbuf, struct fc_request *r)
 {
-    (void)c, (void)sendbuf, (void)recvbuf, (void)r;
+    (void)c, (void)call, (void)sendbuf, (void)recvbuf, (void)r;
     return FC_SUCCESS; /* r->tp stays NULL: the family's transport */
 }
 
@@ -58,20 +58,12 @@ static int host_present(void)
     return 0;
 }
 
-static int host_take_allreduce(struct fc_comm *c, const struct coll_args *a,
-                               const void *sendbuf, void *recvbuf, fc_result_t *rc)
-{
-    (void)c, (void)a, (void)sendbuf, (void)recvbuf, (void)rc;
-    return 0; /* the core runs every call */
-}
-
 const struct comm_device comm_host_only = {
     .route = host_route,
     .order_after_caller = host_order,
     .stream_start_ready = host_stream_start,
     .release = host_release,
     .present = host_present,
-    .take_allreduce = host_take_allreduce,
 };
 
 /* ---- the family's shared state ---------------------------------------------- */
@@ -313,7 +305,7 @@ fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **o
     struct coll_args a = {.kind = COLL_ALLGATHER, .rank = p->rank, .nranks = n,
                           .count = sizeof(mine), .dt = FC_UINT8, .op = FC_SUM, .esize = 1};
     struct fc_request *r = NULL;
-    rc = comm_collective(p, &a, &mine, all, &r);
+    rc = comm_collective(p, &a, COMM_BLOCKING, &mine, all, &r);
     if (rc == FC_SUCCESS)
         rc = comm_wait(r);
     if (rc != FC_SUCCESS || color == FC_SPLIT_NOCOLOR) {

@@ -41,11 +41,25 @@ struct comm_shared;
  * from the layer above (api.c hands gpu_device_hooks to comm_create); a
  * caller without device memory gives comm_host_only, whose hooks do
  * nothing. No hook is NULL. */
+/* How a call reaches the memory route: the collective and its algorithm
+ * (a NULL: point to point), and how it was called. */
+enum comm_mode { COMM_BLOCKING, COMM_NONBLOCKING, COMM_ON_STREAM };
+struct comm_call {
+    const struct coll_args *a;
+    const struct coll_algo *algo; /* chosen for a; the route may put another here */
+    enum comm_mode mode;
+    void *stream;                 /* COMM_ON_STREAM: the caller's (NULL: the default) */
+};
+
 struct comm_device {
     /* r's transport for these buffers: r->tp left NULL for host memory,
-     * the device transport where either buffer is on a GPU. */
-    fc_result_t (*route)(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
-                         struct fc_request *r);
+     * the device transport where either buffer is on a GPU. The route
+     * may run a collective its own way: another algorithm in call->algo
+     * (built instead), a transport of its own in r->tp with its context
+     * in r->tp_call, and r->on_end (the fused small allreduce: gather's
+     * messages around one kernel). */
+    fc_result_t (*route)(struct fc_comm *c, struct comm_call *call, const void *sendbuf,
+                         const void *recvbuf, struct fc_request *r);
     /* A blocking or nonblocking request routed to device memory starts
      * after the caller's work on the legacy default stream. */
     fc_result_t (*order_after_caller)(struct fc_comm *c, struct fc_request *r);
@@ -57,11 +71,6 @@ struct comm_device {
     void (*release)(struct comm_shared *sh);
     /* A GPU is here (device tuning, FC_TUNE_MEMORY=auto). */
     int (*present)(void);
-    /* A blocking allreduce the branch runs whole (the fused small device
-     * allreduce: one kernel around gather's exchange): 1 with its result in
-     * *rc; 0 when the core runs it as usual (every host-memory call). */
-    int (*take_allreduce)(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                          void *recvbuf, fc_result_t *rc);
 };
 extern const struct comm_device comm_host_only;
 
@@ -84,8 +93,9 @@ struct comm_shared {
     struct rails *rails;       /* over ep and rail_ep when nrails > 1 */
     struct transport *tp;
     struct gpu_tp *gpu;        /* device-memory transport over tp, made on first use */
-    struct fused *fused;       /* the fused small allreduce's memory (gpu/fused.c) */
-    struct transport *ptp;     /* what progress drives: gpu's when it exists, else tp */
+    struct fused *fused;       /* the fused small allreduce's transport (gpu/fused.c) */
+    struct transport *ptp;     /* what progress drives: the outermost of tp, gpu's
+                                  and fused's (each wraps the one before) */
     int nworld;                /* transport peers */
     uint32_t next_comm_id;     /* ids this process has not used yet */
     struct fc_request *active; /* running requests of every communicator here */
@@ -155,13 +165,15 @@ struct fc_request {
      * the device branch releases its stream and frees it; NULL: the
      * waiter (comm_wait, comm_test) frees it */
     void (*on_finish)(struct fc_request *r);
+    /* the route's end of a request it gave a transport of its own: called
+     * once, lock held, when r finishes (r->result) or is freed without
+     * having finished (r->done 0) */
+    void (*on_end)(struct fc_request *r);
+    void *tp_call;             /* that transport's context for r (sched_env.call) */
     /* stream-ordered operations (fc_*_stream) */
     int stream_ordered;        /* a *_stream call's (stream may be NULL: the default) */
     void *stream;              /* the caller's CUDA stream */
     struct gpu_event *ready;   /* recorded on it: the work before us is done */
-    uint32_t fused;            /* the fused kernel's seq on the stream (0: not fused) */
-    int selected;              /* algo is the tuner's choice for key (comm_build), not a
-                                  path's own (the fused device path's exchange) */
     const struct gpu_stream_path *spath; /* how it meets its stream (gpu/queue.h) */
     struct gpu_tp *lane;       /* its GPU work runs in our kernel on the stream (gpu_tp_lane) */
     uint32_t launch;           /* that kernel's launch number */
@@ -208,6 +220,8 @@ const char *comm_request_desc(struct fc_request *r);
 /* A new request of c whose schedule (r->s) the caller then builds; freed
  * with comm_request_free until started. */
 struct fc_request *comm_request_new(struct fc_comm *c, fc_datatype_t dt, fc_op_t op);
+/* Frees r; one that has an on_end and never finished is freed with the
+ * family's lock held (on_end runs then). */
 void comm_request_free(struct fc_request *r);
 /* The same as comm_start with the family's lock held; r is not freed on
  * failure. */
@@ -230,10 +244,8 @@ void *comm_progress_main(void *arg);
 
 /* ---- rcache.c: the repeat-call cache (family lock held) ------------------------------ */
 
-/* A kept request of the call a: the tuner's choice (al NULL) or algorithm
- * al's; NULL if none. */
-struct fc_request *comm_rcache_take(struct fc_comm *c, const struct coll_args *a,
-                                    const struct coll_algo *al);
+/* A kept request of the call a; NULL if none. */
+struct fc_request *comm_rcache_take(struct fc_comm *c, const struct coll_args *a);
 /* Keeps the finished request r if it may run again; returns what the
  * caller must free: r itself (not kept), the oldest kept one (pushed out),
  * or NULL. */
@@ -244,15 +256,13 @@ struct fc_request *comm_rcache_pop(struct fc_comm *c);
 /* ---- collective.c: from a call to a started request ---------------------------------- */
 
 /* Builds a collective's request (algorithm, memory route, sequence number)
- * without starting it. */
-fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                       void *recvbuf, struct fc_request **out, uint64_t *tagbase);
-/* The same with the algorithm given (why: for the trace). */
-fc_result_t comm_build_algo(struct fc_comm *c, const struct coll_args *a,
-                            const struct coll_algo *al, const char *why, const void *sendbuf,
-                            void *recvbuf, struct fc_request **out, uint64_t *tagbase);
-/* Builds and starts a collective (the public calls end here). */
-fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                            void *recvbuf, struct fc_request **out);
+ * without starting it; mode and stream: how it was called. */
+fc_result_t comm_build(struct fc_comm *c, const struct coll_args *a, enum comm_mode mode,
+                       void *stream, const void *sendbuf, void *recvbuf,
+                       struct fc_request **out, uint64_t *tagbase);
+/* Builds and starts a blocking or nonblocking collective (the public calls
+ * end here). */
+fc_result_t comm_collective(struct fc_comm *c, const struct coll_args *a, enum comm_mode mode,
+                            const void *sendbuf, void *recvbuf, struct fc_request **out);
 
 #endif /* FC_COMM_H */

@@ -24,20 +24,17 @@ static int same_call(const struct fc_request *r, const struct coll_args *a)
            k->op == a->op && k->in_place == a->in_place;
 }
 
-/* Takes a kept schedule out of the cache: one of this very call that the
- * tuner chose (al NULL), or one of this call and algorithm al. The tuner's
- * choice depends on the arguments and the communicator's tuning alone, and
- * the tuning is fixed at creation, so it stands: the next identical call
- * skips the cost functions (~2% of an 8-byte allreduce at 4 ranks).
- * Schedules built around another path's algorithm (the fused device
- * allreduce's exchange, which leaves the reduction to its kernel) share the
- * call's key but were not chosen, and only their own path takes them. */
-struct fc_request *comm_rcache_take(struct fc_comm *c, const struct coll_args *a,
-                                    const struct coll_algo *al)
+/* Takes a kept schedule of this very call out of the cache. Its algorithm
+ * was the tuner's choice, which depends on the arguments and the
+ * communicator's tuning alone, fixed at creation, so it stands: the next
+ * identical call skips the cost functions (~2% of an 8-byte allreduce at
+ * 4 ranks). (Only host-memory schedules are kept: a request the memory
+ * route gave a transport of its own never is.) */
+struct fc_request *comm_rcache_take(struct fc_comm *c, const struct coll_args *a)
 {
     for (int i = 0; i < c->nrcache; i++) {
         struct fc_request *r = c->rcache[i];
-        if (!same_call(r, a) || (al ? r->algo != al : !r->selected))
+        if (!same_call(r, a))
             continue;
         memmove(&c->rcache[i], &c->rcache[i + 1], (size_t)(c->nrcache - i - 1) * sizeof(r));
         c->nrcache--;

@@ -40,8 +40,18 @@ double comm_now(void)
 
 /* ---- requests ---------------------------------------------------------------- */
 
+/* The route's end of r, once. */
+static void end_route(struct fc_request *r)
+{
+    void (*end)(struct fc_request *) = r->on_end;
+    r->on_end = NULL;
+    if (end)
+        end(r);
+}
+
 void comm_request_free(struct fc_request *r)
 {
+    end_route(r); /* one that never finished */
     sched_release(&r->s);
     free(r);
 }
@@ -62,6 +72,7 @@ void comm_finish(struct fc_request *r, fc_result_t rc)
     r->done = 1;
     r->result = rc;
     unlink_active(r->comm->sh, r);
+    end_route(r);
     if (r->on_finish)
         r->on_finish(r); /* nobody waits for it (stream-ordered) */
 }
@@ -125,6 +136,7 @@ fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf
         .chunk_bytes = c->chunk,
         .window = c->window,
         .delivery = r->delivery,
+        .call = r->tp_call,
     };
     if (desc && desc != r->desc)
         snprintf(r->desc, sizeof(r->desc), "%s", desc);

@@ -163,6 +163,18 @@ int sched_scale(struct sched *s, struct sched_buf buf, size_t len)
     return i;
 }
 
+int sched_reduce_all(struct sched *s, struct sched_buf dst, struct sched_buf vecs, int first,
+                     size_t len)
+{
+    int i = add_step(s, SOP_REDUCE_ALL, len);
+    if (i >= 0) {
+        s->steps[i].dst = dst;
+        s->steps[i].a = vecs;
+        s->steps[i].peer = first;
+    }
+    return i;
+}
+
 int sched_nop(struct sched *s)
 {
     return add_step(s, SOP_NOP, 0);
@@ -442,6 +454,24 @@ static void do_local(struct sched *s, struct sched_step *st, uint32_t k)
     case SOP_SCALE:
         s->sfn(dst, dst, len / s->esize, (uint32_t)s->nranks);
         break;
+    case SOP_REDUCE_ALL: {
+        /* rank j's vector: the ((j - first) mod n)-th, st->len apart */
+        const int n = s->nranks, first = st->peer;
+        const char *v = ptr_of(s, st->a, off);
+#define VEC(j) (v + (size_t)((((j) - first) % n + n) % n) * st->len)
+        if (n == 1) {
+            if (VEC(0) != dst)
+                memmove(dst, VEC(0), len);
+        } else {
+            s->rfn(dst, VEC(0), VEC(1), len / s->esize);
+        }
+        for (int j = 2; j < n; j++)
+            s->rfn(dst, dst, VEC(j), len / s->esize);
+#undef VEC
+        if (s->op == FC_AVG)
+            s->sfn(dst, dst, len / s->esize, (uint32_t)n);
+        break;
+    }
     default:
         break;
     }
@@ -495,8 +525,10 @@ static void try_issue(struct sched *s, uint32_t i)
         if (!is_xfer(st)) {
             /* an asynchronous local step (the transport runs it on a GPU) */
             struct local_op lo = {
-                .kind = st->op == SOP_REDUCE ? LOCAL_REDUCE
-                        : st->op == SOP_COPY ? LOCAL_COPY : LOCAL_SCALE,
+                .kind = st->op == SOP_REDUCE       ? LOCAL_REDUCE
+                        : st->op == SOP_COPY       ? LOCAL_COPY
+                        : st->op == SOP_REDUCE_ALL ? LOCAL_REDUCE_ALL
+                                                   : LOCAL_SCALE,
                 .dst = ptr_of(s, st->dst, off),
                 .a = ptr_of(s, st->a, off),
                 .b = st->op == SOP_REDUCE ? ptr_of(s, st->b, off) : NULL,
@@ -504,6 +536,10 @@ static void try_issue(struct sched *s, uint32_t i)
                 .dt = s->dt,
                 .op = s->op,
                 .divisor = (uint32_t)s->nranks,
+                .nvec = st->op == SOP_REDUCE_ALL ? s->nranks : 0,
+                .first = st->op == SOP_REDUCE_ALL ? st->peer : 0,
+                .stride = st->len,
+                .call = s->env.call,
             };
             x->is_send = 2;
             x->peer = -1;

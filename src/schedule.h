@@ -53,7 +53,7 @@ static inline uint64_t tag_base(uint32_t comm_id, uint64_t kind, uint64_t seq)
 
 enum sched_region { R_NONE = 0, R_SEND, R_RECV, R_SCRATCH, R_NREGIONS };
 enum sched_value { SV_NONE = 0, SV_SEND_COUNT, SV_RECV_COUNT };
-enum sched_op { SOP_SEND, SOP_RECV, SOP_REDUCE, SOP_COPY, SOP_SCALE, SOP_NOP };
+enum sched_op { SOP_SEND, SOP_RECV, SOP_REDUCE, SOP_COPY, SOP_SCALE, SOP_REDUCE_ALL, SOP_NOP };
 
 struct sched_buf {
     uint8_t region;
@@ -79,7 +79,8 @@ struct sched_step {
     size_t post_len;    /* RECV of one chunk: post this many bytes (>= len), so a
                            longer message is caught as a mismatch rather than
                            truncated by the fabric */
-    int peer;           /* communicator rank (SEND/RECV) */
+    int peer;           /* communicator rank (SEND/RECV); REDUCE_ALL: the rank whose
+                           vector is the first of a */
     uint32_t tag;       /* step tag (SEND/RECV), <= TAG_STEP_MAX */
     uint32_t pred_first, npred, succ_first, nsucc;
     uint32_t nfull_unmet;
@@ -108,6 +109,8 @@ struct sched_env {
     size_t chunk_bytes;   /* 0: no chunking */
     int window;           /* chunks in flight per step, 1..64 */
     int delivery;         /* sends complete when delivered (see struct xfer) */
+    void *call;           /* the request's own context for its transport, passed with
+                             every local step (struct local_op); NULL: none */
 };
 
 struct sched {
@@ -171,6 +174,12 @@ int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, stru
                  size_t len);
 int sched_copy(struct sched *s, struct sched_buf dst, struct sched_buf src, size_t len);
 int sched_scale(struct sched *s, struct sched_buf buf, size_t len); /* buf /= nranks */
+/* dst = the nranks vectors of len bytes at vecs reduced in rank order
+ * (((v0 op v1) op v2) ...), then divided by nranks for FC_AVG; rank j's
+ * vector is the ((j - first) mod nranks)-th. One step where a transport
+ * that runs local steps may run the whole reduction at once (a kernel). */
+int sched_reduce_all(struct sched *s, struct sched_buf dst, struct sched_buf vecs, int first,
+                     size_t len);
 int sched_nop(struct sched *s);
 void sched_dep(struct sched *s, int step, int pred, int chunked);
 /* A dependency between sub-ranges of one buffer: step's range starts at

@@ -458,9 +458,11 @@ int sim_run(struct sim *s, double alpha, double beta, double gamma)
         }
         double t = e.t, fin = t;
         if (!is_msg(p)) {
-            if (p->op == SOP_REDUCE || p->op == SOP_COPY || p->op == SOP_SCALE) {
+            if (p->op == SOP_REDUCE || p->op == SOP_COPY || p->op == SOP_SCALE ||
+                p->op == SOP_REDUCE_ALL) {
                 double st = t > cpu_free[r] ? t : cpu_free[r];
-                fin = st + gamma * (double)p->len;
+                double passes = p->op == SOP_REDUCE_ALL && s->n > 1 ? s->n - 1 : 1;
+                fin = st + gamma * passes * (double)p->len;
                 cpu_free[r] = fin;
             }
         } else if (p->peer < 0 || p->peer >= s->n) {

@@ -7,8 +7,10 @@
 #include "transport.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
+#include "reduce.h"
 
 int transport_wait_none(struct transport *t, struct transport_wait *w)
 {
@@ -45,4 +47,39 @@ int transport_always_idle(struct transport *t)
 {
     (void)t;
     return 1;
+}
+
+void transport_local_host(const struct local_op *lo)
+{
+    const size_t cnt = lo->len / fc_datatype_size(lo->dt);
+    switch (lo->kind) {
+    case LOCAL_REDUCE:
+        reduce_fn_get(lo->dt, lo->op)(lo->dst, lo->a, lo->b, cnt);
+        break;
+    case LOCAL_COPY:
+        if (lo->dst != lo->a)
+            memmove(lo->dst, lo->a, lo->len);
+        break;
+    case LOCAL_SCALE:
+        reduce_scale_get(lo->dt)(lo->dst, lo->a, cnt, lo->divisor);
+        break;
+    case LOCAL_REDUCE_ALL: {
+        const int n = lo->nvec;
+        const char *v = lo->a;
+#define VEC(j) (v + (size_t)((((j) - lo->first) % n + n) % n) * lo->stride)
+        reduce_fn rfn = reduce_fn_get(lo->dt, lo->op);
+        if (n == 1) {
+            if (VEC(0) != lo->dst)
+                memmove(lo->dst, VEC(0), lo->len);
+        } else {
+            rfn(lo->dst, VEC(0), VEC(1), cnt);
+        }
+        for (int j = 2; j < n; j++)
+            rfn(lo->dst, lo->dst, VEC(j), cnt);
+#undef VEC
+        if (lo->op == FC_AVG)
+            reduce_scale_get(lo->dt)(lo->dst, lo->dst, cnt, (uint32_t)n);
+        break;
+    }
+    }
 }

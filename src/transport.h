@@ -80,9 +80,13 @@ struct xfer {
 
 struct transport;
 
-/* A local step (reduce, copy, scale) handed to a transport that runs it
- * asynchronously (on a GPU): dst = a op b, dst = a, or dst = a / divisor. */
-enum local_kind { LOCAL_REDUCE, LOCAL_COPY, LOCAL_SCALE };
+/* A local step (reduce, copy, scale, reduce all) handed to a transport that
+ * runs it asynchronously (on a GPU): dst = a op b, dst = a, dst = a /
+ * divisor, or dst = the nvec vectors at a reduced in rank order (rank j's
+ * the ((j - first) mod nvec)-th, stride bytes apart; then / nvec for
+ * FC_AVG). A step cut into chunks comes as one op per chunk, each pointer
+ * moved to the chunk. */
+enum local_kind { LOCAL_REDUCE, LOCAL_COPY, LOCAL_SCALE, LOCAL_REDUCE_ALL };
 struct local_op {
     int kind;
     void *dst;
@@ -91,6 +95,9 @@ struct local_op {
     fc_datatype_t dt;
     fc_op_t op;
     uint32_t divisor;
+    int nvec, first;   /* LOCAL_REDUCE_ALL */
+    size_t stride;     /* LOCAL_REDUCE_ALL: a whole vector's bytes */
+    void *call;        /* the request's context for the transport (sched_env.call) */
 };
 
 /* What a transport does beyond moving messages (transport_ops.flags). */
@@ -156,6 +163,9 @@ void transport_mem_host_free(struct transport *t, void *p, size_t len);
 fc_result_t transport_local_none(struct transport *t, const struct local_op *op,
                                  struct xfer *x);
 int transport_always_idle(struct transport *t);
+/* Runs a local step on host memory, synchronously, as the engine runs its
+ * own: for transports that run local steps and meet one on host buffers. */
+void transport_local_host(const struct local_op *lo);
 
 static inline int transport_wait_prepare(struct transport *t, struct transport_wait *w)
 {

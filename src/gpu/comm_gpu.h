@@ -2,9 +2,8 @@
 /*
  * The device branch as the layer above the core (api.c) sees it: the hooks
  * a family gets at creation (the memory route, the ordering after the
- * caller's stream, the fused small allreduce of blocking calls: api.c
- * reaches them through the family, never by name) and the stream-ordered
- * collectives. Nothing in the core includes this file.
+ * caller's stream: api.c reaches them through the family, never by name)
+ * and the stream-ordered collectives. Nothing in the core includes this file.
  */
 #ifndef FC_GPU_COMM_GPU_H
 #define FC_GPU_COMM_GPU_H
@@ -16,8 +15,8 @@ extern const struct comm_device gpu_device_hooks;
 
 /* Sends r through the device-memory transport when a buffer is on a GPU
  * (gpu_device_hooks.route). */
-fc_result_t gpu_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
-                             struct fc_request *r);
+fc_result_t gpu_memory_route(struct fc_comm *c, struct comm_call *call, const void *sendbuf,
+                             const void *recvbuf, struct fc_request *r);
 /* A blocking or nonblocking operation on device buffers starts after the
  * caller's work on the legacy default stream (stream-ordered ones are
  * ordered by their stream instead). */

@@ -1,27 +1,46 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The fused small allreduce. Staged, a small allreduce on device buffers costs two trips to the GPU
+ * The fused small allreduce: a transport that runs gather's fused form
+ * (coll/allreduce_gather.c, coll_allreduce_gather_fused) with one CUDA
+ * kernel doing the GPU's whole part.
+ *
+ * Staged, a small allreduce on device buffers costs two trips to the GPU
  * and back (copy the vector out before sending it; reduce after the
  * exchange), each 7-9 us on an H200 from the call until the host sees it
- * done, plus the launches. When the cost model picks gather (the
- * small-vector algorithm: raw vectors exchanged, one reduction at the end;
- * coll/allreduce_gather.c), one kernel does the GPU's part of the whole
- * call: it writes the vector into pinned host memory, spins until the
- * other ranks' vectors are there, reduces the n vectors into recvbuf and
- * tells the host. The vectors cross as 8-byte words of the call's seq and
- * 4 bytes of data (NCCL's LL idea): a word is valid once its seq matches,
- * so no flag, fence or second PCIe round trip is needed for either
- * direction. The host runs gather's exchange alone on plain copies of the
- * vectors, on the host transport: the same messages as the whole
- * algorithm, so ranks on host buffers, or on the usual device path, take
- * part unchanged.
- * The kernel runs on the family's own stream, after the caller's work on
- * the legacy default stream (an event), as the usual path orders itself;
- * it never holds back other streams while it spins. Blocking calls only;
- * one at a time per family (another thread's call meanwhile takes the
- * usual path). A call that fails raises the abort watermark (flags[3]), so
- * its kernel never spins past the call, and retires the fused path of the
- * family: a failed exchange may leave receives into the pinned vectors. */
+ * done, plus the launches. Gather (the small-vector algorithm: raw vectors
+ * exchanged, one reduction at the end) needs neither trip in between: its
+ * fused form has two local steps, the own vector copied out first and the
+ * n vectors reduced last, and the engine runs it on this transport. The
+ * kernel, launched as the call starts, writes the vector into pinned host
+ * memory, spins until the other ranks' vectors are there, reduces the n
+ * vectors into recvbuf and tells the host. The vectors cross as 8-byte
+ * words of the call's seq and 4 bytes of data (NCCL's LL idea): a word is
+ * valid once its seq matches, so no flag, fence or second PCIe round trip
+ * is needed for either direction. So the copy step is done once the words
+ * carry the call's seq (their data then goes to the exchange's buffer), and
+ * the reduction step puts the other vectors in as words and is done once
+ * the kernel says so. The messages (sends and receives on the family's
+ * host transport, of host scratch) are gather's, so ranks on host buffers,
+ * or on the usual device path, take part unchanged.
+ *
+ * The memory route (memory.c) sends a call here (gpu_fused_route) when the
+ * tuner chose gather for it, both buffers are on one GPU, the vectors fit
+ * and the family's fused state is free: one call at a time per family,
+ * stream-ordered calls on one stream chained behind each other. Blocking and
+ * nonblocking calls: the kernel runs on the family's own stream after the
+ * caller's work on the legacy default stream (an event), as the usual path
+ * orders itself, and never holds back other streams while it spins
+ * (gpu_fused_launch_call). Stream-ordered calls: on the caller's stream
+ * (gpu_fused_enqueue). A call that fails raises the abort watermark
+ * (flags[3]), so its kernel never spins past the call, and retires the
+ * fused path of the family: a failed exchange may leave receives into the
+ * host's copies of the vectors.
+ *
+ * This transport is the outermost of the family's (sh->ptp): its progress
+ * looks at the kernels' words and flags, then drives the device transport
+ * it wraps. It owns the pinned words, its stream and the call contexts;
+ * it moves no message itself (the host transport does).
+ */
 #define _GNU_SOURCE
 #include "fused.h"
 
@@ -47,16 +66,21 @@
 #define FUSED_SLOW_CALLS 4
 /* pinned memory: flags; this rank's vector as words of seq and 4 bytes of
  * data (bytes <= FUSED_MAX / 2); the others' as words ((n - 1) * ceil(bytes
- * / 4) <= (FUSED_MAX + 3 * 63) / 4, n <= 64); the exchange's n vectors */
+ * / 4) <= (FUSED_MAX + 3 * 63) / 4, n <= 64). The exchange's n vectors are
+ * the request's scratch (host memory, from this transport). */
 #define FUSED_FLAGS 64
 #define FUSED_OUT_WORDS (FUSED_MAX / 2 / 4)
 #define FUSED_IN_WORDS ((FUSED_MAX + 256) / 4)
-#define FUSED_MEM (FUSED_FLAGS + 8 * (FUSED_OUT_WORDS + FUSED_IN_WORDS) + FUSED_MAX)
+#define FUSED_MEM (FUSED_FLAGS + 8 * (FUSED_OUT_WORDS + FUSED_IN_WORDS))
 #define FUSED_FREE_WAIT 2.0          /* s: for a kernel still queued at the end */
 
-extern const struct coll_algo coll_allreduce_gather, coll_allreduce_gather_xchg;
+extern const struct coll_algo coll_allreduce_gather, coll_allreduce_gather_fused;
 
 struct fused {
+    struct transport tp;     /* first: the fused calls' transport, the family's ptp */
+    struct transport *inner; /* what progress drove before (the device transport) */
+    struct transport *host;  /* the family's host transport: the messages */
+    struct xfer *pend;       /* local steps waiting for a kernel (through x->tpriv) */
     int device;
     int use;                 /* FC_GPU_FUSED's answer for this device */
     int busy;
@@ -72,7 +96,7 @@ struct fused {
 };
 
 /* The pinned memory's parts (FUSED_MEM): flags, this rank's vector as
- * words, the others' as words, the exchange's n vectors. */
+ * words, the others' as words. */
 static volatile uint32_t *fused_flags(const struct fused *f)
 {
     return (volatile uint32_t *)f->mem;
@@ -88,17 +112,14 @@ static uint64_t *fused_in(const struct fused *f)
     return fused_out(f) + FUSED_OUT_WORDS;
 }
 
-static char *fused_tmp(const struct fused *f)
-{
-    return (char *)(fused_in(f) + FUSED_IN_WORDS);
-}
-
 void gpu_fused_free(struct comm_shared *sh)
 {
     struct fused *f = sh->fused;
     if (!f)
         return;
     sh->fused = NULL;
+    if (sh->ptp == &f->tp)
+        sh->ptp = f->inner;
     int gone = 1;
     if (f->mem && f->kseq) {
         /* every kernel of the family gives up (one still spinning for an
@@ -122,27 +143,6 @@ void gpu_fused_free(struct comm_shared *sh)
     }
     gpu_event_put(f->ev);
     free(f);
-}
-
-/* Waits until *flag == want, bounded by FC_TIMEOUT: spins, then lets other
- * ranks of the node run (at once where they outnumber its CPUs, as
- * comm_wait). */
-static int fused_wait(struct fc_comm *c, volatile uint32_t *flag, uint32_t want)
-{
-    double t0 = 0;
-    const unsigned spin = c->oversubscribed ? 1 : 4096;
-    for (unsigned i = 0;; i < spin ? i++ : 0) {
-        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == want)
-            return 1;
-        if (i < spin)
-            continue;
-        double now = comm_now();
-        if (t0 == 0)
-            t0 = now;
-        else if (c->cfg.timeout > 0 && now - t0 > c->cfg.timeout)
-            return 0;
-        sched_yield();
-    }
 }
 
 /* Words a vector of this many bytes takes (4 bytes of data each). */
@@ -173,20 +173,6 @@ static void fused_words_get(const uint64_t *words, void *dst, size_t bytes)
     }
 }
 
-/* Waits until the words of a vector of `bytes` carry seq (bounded by
- * FC_TIMEOUT, as fused_wait), then copies their data to dst. */
-static int fused_wait_words(struct fc_comm *c, const uint64_t *words, uint32_t seq, void *dst,
-                            size_t bytes)
-{
-    for (size_t w = 0; w < fused_nwords(bytes); w++)
-        /* a word's upper half is a 32-bit flag of its own */
-        if ((uint32_t)(__atomic_load_n(&words[w], __ATOMIC_ACQUIRE) >> 32) != seq &&
-            !fused_wait(c, (volatile uint32_t *)&words[w] + 1, seq))
-            return 0;
-    fused_words_get(words, dst, bytes);
-    return 1;
-}
-
 /* Writes the bytes of src as words of seq and 4 bytes of data. */
 static void fused_put_words(uint64_t *words, uint32_t seq, const void *src, size_t bytes)
 {
@@ -202,29 +188,221 @@ static void fused_put_words(uint64_t *words, uint32_t seq, const void *src, size
     }
 }
 
-/* After the exchange: the other n - 1 vectors of the exchange's buffer go
- * to the kernel, each from a word of its own. */
-static void fused_put_others(struct fused *f, int n, uint32_t seq, size_t bytes)
+
+/* ---- calls ------------------------------------------------------------------ */
+
+/* A call the fused transport runs (r->tp_call). */
+struct fused_call {
+    struct fused *f;
+    uint32_t seq;            /* its kernel's (0 until launched) */
+    int rank, n;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t bytes;            /* one vector */
+    fc_datatype_t dt;
+    fc_op_t op;
+    int on_stream;           /* stream-ordered: the kernel on the caller's stream */
+    int chained;             /* behind stream-ordered kernels still at work */
+    void *stream;
+    gpu_event_t *after;      /* stream-ordered: recorded after the kernel */
+    int queued;              /* launched behind the caller's legacy-stream work */
+    double t_launch, t_out, t_go, t_end;
+};
+
+/* ---- the transport ------------------------------------------------------------
+ * A pending local step: x->tpriv links them; x->tctx[0] its call (NULL once
+ * the call has ended: it fails), tctx[1] its kind (1: the own vector out,
+ * 2: the others in and the reduction), tctx[2] its chunk's offset. */
+enum { PEND_OUT = 1, PEND_IN = 2 };
+
+static struct fused *tp_fused(struct transport *t)
 {
-    const size_t W = fused_nwords(bytes);
-    for (int j = 1; j < n; j++)
-        fused_put_words(fused_in(f) + (size_t)(j - 1) * W, seq, fused_tmp(f) + (size_t)j * bytes,
-                        bytes);
+    return (struct fused *)t; /* tp is the first member */
 }
 
-/* The family's fused state, made on first use; NULL when the fused path is
- * not for this call (lock held). */
+static fc_result_t ft_send(struct transport *t, int peer, uint64_t tag, const void *buf,
+                           size_t len, struct xfer *x)
+{
+    struct transport *h = tp_fused(t)->host;
+    return h->ops->send(h, peer, tag, buf, len, x);
+}
+
+static fc_result_t ft_recv(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
+                           struct xfer *x)
+{
+    struct transport *h = tp_fused(t)->host;
+    return h->ops->recv(h, peer, tag, buf, len, x);
+}
+
+/* Where a pending step stands: 1 done, 0 not yet, -1 failed (error set). */
+static int pend_state(struct fused *f, struct xfer *x)
+{
+    struct fused_call *k = x->tctx[0];
+    if (!k) {
+        x->errmsg = "the fused small allreduce's call ended before its kernel";
+        return -1;
+    }
+    volatile uint32_t *flags = fused_flags(f);
+    const size_t off = (size_t)(uintptr_t)x->tctx[2];
+    if ((intptr_t)x->tctx[1] == PEND_IN) {
+        if ((int32_t)(__atomic_load_n(&flags[2], __ATOMIC_ACQUIRE) - k->seq) < 0)
+            return 0;
+        if (k->t_end == 0)
+            k->t_end = comm_now();
+        return 1;
+    }
+    if ((int32_t)(__atomic_load_n(&flags[3], __ATOMIC_ACQUIRE) - k->seq) >= 0) {
+        FC_ERR(FC_ERR_CUDA, "an earlier fused small allreduce on this stream failed, and this "
+               "call's kernel on GPU %d gave up with it", f->device);
+        x->errmsg = "its kernel gave up";
+        return -1;
+    }
+    const uint64_t *words = fused_out(f) + off / 4;
+    if (!fused_words_have(words, x->len, k->seq)) {
+        /* a stream-ordered kernel that will never put its vector out (the
+         * stream's earlier work failed): its event is done, its words not */
+        int e = k->after ? gpu_event_done(k->after) : 0;
+        if (e == 0)
+            return 0;
+        if (e < 0 || !fused_words_have(words, x->len, k->seq)) {
+            FC_ERR(FC_ERR_CUDA, "the fused kernel on GPU %d ended without putting its vector "
+                   "out", f->device);
+            x->errmsg = "its kernel ended without putting its vector out";
+            return -1;
+        }
+    }
+    fused_words_get(words, x->buf, x->len);
+    if (k->t_out == 0)
+        k->t_out = comm_now();
+    return 1;
+}
+
+static fc_result_t ft_progress(struct transport *t, int *ncomp)
+{
+    struct fused *f = tp_fused(t);
+    int n = 0;
+    for (struct xfer **pp = &f->pend; *pp;) {
+        struct xfer *x = *pp;
+        int st = pend_state(f, x);
+        if (st == 0) {
+            pp = (struct xfer **)&x->tpriv;
+            continue;
+        }
+        *pp = x->tpriv; /* off the list before done(), which may reuse x */
+        x->tpriv = NULL;
+        n++;
+        x->done(x, st > 0 ? FC_SUCCESS : FC_ERR_CUDA, st > 0 ? x->len : 0);
+    }
+    int m = 0;
+    fc_result_t rc = f->inner->ops->progress(f->inner, &m);
+    *ncomp = n + m;
+    return rc;
+}
+
+static int ft_wait_prepare(struct transport *t, struct transport_wait *w)
+{
+    struct fused *f = tp_fused(t);
+    int r = f->inner->ops->wait_prepare(f->inner, w);
+    if (f->pend) {
+        /* a kernel's words announce nothing: look again soon */
+        w->nfds = 0;
+        w->nap_us = 0;
+    }
+    return r;
+}
+
+static void ft_wait_end(struct transport *t, struct transport_wait *w)
+{
+    struct fused *f = tp_fused(t);
+    f->inner->ops->wait_end(f->inner, w);
+}
+
+static void ft_peer_name(struct transport *t, int peer, char *buf, size_t len)
+{
+    struct transport *h = tp_fused(t)->host;
+    h->ops->peer_name(h, peer, buf, len);
+}
+
+/* The two local steps of gather's fused form: the own vector out (a copy
+ * from sendbuf, done once the kernel has put its words out) and the
+ * reduction of all vectors (the others go in as words; done once the
+ * kernel has reduced). Completion comes from progress. */
+static fc_result_t ft_local(struct transport *t, const struct local_op *lo, struct xfer *x)
+{
+    struct fused *f = tp_fused(t);
+    struct fused_call *k = lo->call;
+    if (!k || !k->seq)
+        return FC_ERR(FC_ERR_INTERNAL, "the fused transport got a local step of no call it "
+                      "launched");
+    intptr_t kind;
+    size_t off;
+    if (lo->kind == LOCAL_COPY && (const char *)lo->a >= (const char *)k->sendbuf &&
+        (const char *)lo->a + lo->len <= (const char *)k->sendbuf + k->bytes) {
+        kind = PEND_OUT;
+        off = (size_t)((const char *)lo->a - (const char *)k->sendbuf);
+    } else if (lo->kind == LOCAL_REDUCE_ALL && lo->nvec == k->n && lo->first == k->rank &&
+               (char *)lo->dst >= (char *)k->recvbuf &&
+               (char *)lo->dst + lo->len <= (char *)k->recvbuf + k->bytes) {
+        kind = PEND_IN;
+        off = (size_t)((char *)lo->dst - (char *)k->recvbuf);
+        /* the others' parts of this chunk go in: vector j (rank + j's) from
+         * the exchange's j-th, as words of the call's seq */
+        const size_t W = fused_nwords(k->bytes);
+        for (int j = 1; j < k->n; j++)
+            fused_put_words(fused_in(f) + (size_t)(j - 1) * W + off / 4, k->seq,
+                            (const char *)lo->a + (size_t)j * lo->stride, lo->len);
+        if (k->t_go == 0)
+            k->t_go = comm_now();
+    } else {
+        return FC_ERR(FC_ERR_INTERNAL, "the fused transport runs gather's fused form only: a "
+                      "local step of kind %d is not its", lo->kind);
+    }
+    if (off % 4)
+        return FC_ERR(FC_ERR_INTERNAL, "a fused step's chunk starts at byte %zu, not at a word",
+                      off);
+    x->tctx[0] = k;
+    x->tctx[1] = (void *)kind;
+    x->tctx[2] = (void *)(uintptr_t)off;
+    x->tpriv = f->pend;
+    f->pend = x;
+    return FC_SUCCESS;
+}
+
+static const struct transport_ops fused_ops = {
+    .name = "fused",
+    .flags = TRANSPORT_RUNS_LOCAL,
+    .send = ft_send,
+    .recv = ft_recv,
+    .progress = ft_progress,
+    .wait_prepare = ft_wait_prepare,
+    .wait_end = ft_wait_end,
+    .peer_name = ft_peer_name,
+    .mem_alloc = transport_mem_host_alloc,
+    .mem_free = transport_mem_host_free,
+    .local = ft_local,
+    .idle = transport_always_idle, /* a step is done when its kernel's part is */
+};
+
+/* ---- claims ------------------------------------------------------------------ */
+
+/* The family's fused state, made on first use (the transport then wraps
+ * what progress drove); NULL when the fused path is not for this call.
+ * Lock held. */
 static struct fused *fused_get(struct fc_comm *c, int dev)
 {
     struct comm_shared *sh = c->sh;
     struct fused *f = sh->fused;
     if (!f && (f = calloc(1, sizeof(*f)))) {
+        f->tp.ops = &fused_ops;
         f->device = dev;
         f->mem = gpu_host_alloc(dev, FUSED_MEM);
         if (f->mem)
             memset(f->mem, 0, FUSED_MEM); /* no word carries a seq yet (seq 0 is skipped) */
         f->use = f->mem && gpu_stream_create(dev, &f->stream) == FC_SUCCESS &&
                  gpu_event_get(dev, &f->ev) == FC_SUCCESS;
+        f->host = sh->tp;
+        f->inner = sh->ptp;
+        sh->ptp = &f->tp;
         if (f->use)
             FC_INFO(LOG_COLL, "small device allreduces (up to %zu bytes over all ranks) run as "
                     "one kernel on GPU %d around the exchange (FC_GPU_FUSED=%s%s)",
@@ -250,79 +428,32 @@ static void fused_retire_locked(struct fused *f, uint32_t seq)
     f->pending = 0;
 }
 
-/* A call failed after its seq was taken: fused_retire_locked, and unless rc
- * is FC_SUCCESS (nothing was sent: the call runs staged) the communicator
- * breaks with rc, this rank having left the sequence. */
-static void fused_fail(struct fc_comm *c, struct fused *f, uint32_t seq, fc_result_t rc)
-{
-    pthread_mutex_lock(&c->sh->lock);
-    fused_retire_locked(f, seq);
-    comm_break(c, rc, "%.500s", fc_last_error());
-    pthread_mutex_unlock(&c->sh->lock);
-}
-
-/* From now on small device allreduces of the family take the staged path;
- * kernels already launched finish their calls. */
-static void fused_turn_off(struct comm_shared *sh, struct fused *f)
-{
-    pthread_mutex_lock(&sh->lock);
-    f->use = 0;
-    pthread_mutex_unlock(&sh->lock);
-}
-
-/* The call is over: the family's buffers are free for the next one. */
-static void fused_release(struct comm_shared *sh, struct fused *f)
-{
-    pthread_mutex_lock(&sh->lock);
-    f->busy = 0;
-    pthread_mutex_unlock(&sh->lock);
-}
-
-/* The family's fused state for this call, marked busy, or NULL when the
- * call is not for the fused path (too big, not device buffers of one GPU,
- * another algorithm, off, busy). stream: NULL for a blocking call, else the
- * stream-ordered call's stream; *chained is then set when the buffers are
- * busy with stream-ordered kernels on that same stream: this call's kernel
- * goes after them. That is safe with one set of buffers because the stream
- * runs kernel k+1 only once kernel k is done, and kernel k is done only
- * once its exchange is over and the host has written the others' vectors
- * in: nobody touches kernel k's words or the exchange's buffer after that. */
-static struct fused *fused_claim(struct fc_comm *c, const struct coll_args *a,
-                                 const void *sendbuf, const void *recvbuf,
-                                 void *const *stream, int *chained)
+/* The family's fused state for this call, marked busy (or chained behind
+ * the stream-ordered kernels that hold it), or NULL. stream: NULL for a
+ * blocking or nonblocking call, else the stream-ordered call's stream;
+ * *chained is then set when the buffers are busy with stream-ordered
+ * kernels on that same stream: this call's kernel goes after them. That is
+ * safe with one set of words because the stream runs kernel k+1 only once
+ * kernel k is done, and kernel k is done only once its exchange is over and
+ * the host has written the others' vectors in: nobody touches kernel k's
+ * words after that. Lock held. */
+static struct fused *fused_claim(struct fc_comm *c, int dev, void *const *stream, int *chained)
 {
     *chained = 0;
-    const size_t bytes = a->count * a->esize;
-    if (c->cfg.gpu_fused == CFG_FUSED_OFF || c->size < 2 || c->size > 64 || !bytes ||
-        bytes > FUSED_MAX / (size_t)c->size || c->broken != FC_SUCCESS)
-        return NULL;
-    struct gpu_ptr ps, pr;
-    gpu_ptr_info(sendbuf, &ps);
-    if (ps.kind != GPU_DEVICE)
-        return NULL;
-    gpu_ptr_info(recvbuf, &pr);
-    if (pr.kind != GPU_DEVICE || pr.device != ps.device)
-        return NULL;
-    if (coll_select(&c->tuning, a, NULL) != &coll_allreduce_gather)
-        return NULL;
-    struct comm_shared *sh = c->sh;
-    pthread_mutex_lock(&sh->lock);
-    struct fused *f = sh->fused;
+    struct fused *f = c->sh->fused;
     if (f && f->busy && f->pending &&
         __atomic_load_n(&fused_flags(f)[2], __ATOMIC_ACQUIRE) == f->pending) {
         f->busy = 0; /* the stream-ordered calls' last kernel is done */
         f->pending = 0;
     }
     if (f && f->busy && f->pending && stream && f->chain == *stream &&
-        f->chain_owner == gpu_stream_owner(*stream) && f->use &&
-        f->device == ps.device) {
+        f->chain_owner == gpu_stream_owner(*stream) && f->use && f->device == dev) {
         *chained = 1;
-    } else {
-        f = fused_get(c, ps.device);
-        if (f)
-            f->busy = 1;
+        return f;
     }
-    pthread_mutex_unlock(&sh->lock);
+    f = fused_get(c, dev);
+    if (f)
+        f->busy = 1;
     return f;
 }
 
@@ -338,201 +469,153 @@ static uint32_t fused_next(struct fused *f, int chained)
     return f->seq;
 }
 
-int gpu_fused_run(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                  void *recvbuf, fc_result_t *rc)
+/* r->on_end (lock held): a call that ended well frees the family's words
+ * (a blocking one: judged for a GPU shared by time slices first; a
+ * stream-ordered one's stay busy until its kernel is done), one that
+ * failed, or never ran, retires the fused path. */
+static void fused_end(struct fc_request *r)
 {
-    int chained;
-    struct fused *f = fused_claim(c, a, sendbuf, recvbuf, NULL, &chained);
-    if (!f)
-        return 0;
-    const int dev = f->device;
+    struct fused_call *k = r->tp_call;
+    struct fused *f = k->f;
+    struct fc_comm *c = r->comm;
+    r->tp_call = NULL;
+    if (!r->done || r->result != FC_SUCCESS) {
+        fused_retire_locked(f, f->seq); /* the kernels chained behind it too */
+        for (struct xfer *x = f->pend; x; x = x->tpriv)
+            if (x->tctx[0] == k)
+                x->tctx[0] = NULL; /* they fail at the next progress */
+    } else if (!k->on_stream) {
+        FC_TRACE(LOG_COLL, "allreduce (fused, %zu B): vector out after %.1f us, exchange "
+                 "%.1f us, reduction seen %.1f us after the exchange",
+                 k->bytes, (k->t_out - k->t_launch) * 1e6, (k->t_go - k->t_out) * 1e6,
+                 (k->t_end - k->t_go) * 1e6);
+        const double gpu_us = (k->t_out - k->t_launch + k->t_end - k->t_go) * 1e6;
+        if (!k->queued)
+            f->slow = gpu_us > FUSED_SLOW_US ? f->slow + 1 : 0;
+        if (f->slow >= FUSED_SLOW_CALLS && c->cfg.gpu_fused == CFG_FUSED_AUTO && f->use) {
+            f->use = 0;
+            FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU %d, %d "
+                    "calls in a row (a GPU shared by processes without MPS?): small device "
+                    "allreduces take the staged path from now on (FC_GPU_FUSED=on keeps the "
+                    "kernel)", gpu_us, f->device, FUSED_SLOW_CALLS);
+        }
+        f->busy = 0;
+    }
+    gpu_event_put(k->after);
+    free(k);
+}
+
+int gpu_fused_route(struct fc_comm *c, struct comm_call *call, int dev, const void *sendbuf,
+                    void *recvbuf, struct fc_request *r)
+{
+    const struct coll_args *a = call->a;
     const size_t bytes = a->count * a->esize;
-    char *tmp = fused_tmp(f);
-    const uint32_t seq = fused_next(f, 0);
-    double t_launch = comm_now();
-    int queued = 0;
-    *rc = gpu_fused_launch(f->stream, f->ev, NULL, sendbuf, recvbuf, fused_out(f),
-                           fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
-                           a->dt, a->op, c->cfg.gpu_fused == CFG_FUSED_AUTO ? &queued : NULL);
-    const double t_launched = comm_now();
-    if (*rc != FC_SUCCESS) {
-        /* nothing sent yet: this call and the later ones run staged */
-        FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
-                fc_last_error());
-        fused_fail(c, f, seq, *rc = FC_SUCCESS);
+    /* not for nonblocking calls: a kernel spinning until the caller's
+     * fc_wait would hang a device-wide synchronisation made before it */
+    if (call->algo != &coll_allreduce_gather || call->mode == COMM_NONBLOCKING ||
+        c->cfg.gpu_fused == CFG_FUSED_OFF ||
+        c->size < 2 || c->size > 64 || !bytes || bytes > FUSED_MAX / (size_t)c->size ||
+        c->broken != FC_SUCCESS)
+        return 0;
+    struct fused_call *k = calloc(1, sizeof(*k));
+    if (!k)
+        return 0; /* the usual path */
+    void *const *stream = call->mode == COMM_ON_STREAM ? &call->stream : NULL;
+    pthread_mutex_lock(&c->sh->lock);
+    struct fused *f = fused_claim(c, dev, stream, &k->chained);
+    pthread_mutex_unlock(&c->sh->lock);
+    if (!f) {
+        free(k);
         return 0;
     }
-    f->kseq = seq;
-    struct fc_request *r = NULL;
-    uint64_t tb;
-    *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL, tmp,
-                          &r, &tb);
-    if (*rc != FC_SUCCESS)
-        goto give_up;
-    if (!fused_wait_words(c, fused_out(f), seq, tmp, bytes)) {
-        comm_request_free(r);
-        *rc = FC_ERR(FC_ERR_TIMEOUT,
-                     "allreduce #%llu: the fused kernel on GPU %d did not start within %.0f s "
-                     "(FC_TIMEOUT): the GPU is busy with earlier work, or shared by other "
-                     "processes without MPS (FC_GPU_FUSED=off avoids the kernel)",
-                     (unsigned long long)(c->seq - 1), dev, c->cfg.timeout);
-        goto give_up;
-    }
-    double t_started = comm_now();
-    *rc = comm_start(r, NULL, tmp, tb, NULL, 0);
-    if (*rc == FC_SUCCESS)
-        *rc = comm_wait(r);
-    if (*rc != FC_SUCCESS)
-        goto give_up;
-    double t_go = comm_now();
-    fused_put_others(f, c->size, seq, bytes);
-    if (!fused_wait(c, &fused_flags(f)[2], seq)) {
-        *rc = FC_ERR(FC_ERR_TIMEOUT,
-                     "allreduce #%llu: the fused kernel on GPU %d did not finish its reduction "
-                     "within %.0f s (FC_TIMEOUT)",
-                     (unsigned long long)(c->seq - 1), dev, c->cfg.timeout);
-        goto give_up;
-    }
-    double t_end = comm_now();
-    FC_TRACE(LOG_COLL, "allreduce #%llu (fused, %zu x %s): launch %.1f us, vector out after "
-             "%.1f us, exchange %.1f us, reduction seen %.1f us after the exchange",
-             (unsigned long long)(c->seq - 1), a->count, reduce_dt_name(a->dt),
-             (t_launched - t_launch) * 1e6, (t_started - t_launch) * 1e6,
-             (t_go - t_started) * 1e6, (t_end - t_go) * 1e6);
-    const double gpu_us = (t_started - t_launch + t_end - t_go) * 1e6;
-    if (!queued)
-        f->slow = gpu_us > FUSED_SLOW_US ? f->slow + 1 : 0;
-    if (f->slow >= FUSED_SLOW_CALLS && c->cfg.gpu_fused == CFG_FUSED_AUTO) {
-        fused_turn_off(c->sh, f);
-        FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU %d, %d "
-                "calls in a row (a GPU shared by processes without MPS?): small device "
-                "allreduces take the staged path from now on (FC_GPU_FUSED=on keeps the "
-                "kernel)", gpu_us, dev, FUSED_SLOW_CALLS);
-    }
-    fused_release(c->sh, f);
-    return 1;
-give_up:
-    fused_fail(c, f, seq, *rc);
+    k->f = f;
+    k->sendbuf = sendbuf;
+    k->recvbuf = recvbuf;
+    k->rank = c->rank;
+    k->n = c->size;
+    k->bytes = bytes;
+    k->dt = a->dt;
+    k->op = a->op;
+    k->on_stream = stream != NULL;
+    k->stream = call->stream;
+    call->algo = &coll_allreduce_gather_fused;
+    r->tp = &f->tp;
+    r->tp_call = k;
+    r->on_end = fused_end;
     return 1;
 }
 
-/* ---- the fused kernel for stream-ordered calls -----------------------------
+int gpu_fused_call(const struct fc_request *r)
+{
+    return r->on_end == fused_end;
+}
+
+/* The call's kernel: on the caller's stream (stream-ordered), else on the
+ * family's own after the caller's legacy-stream work. */
+fc_result_t gpu_fused_launch_call(struct fc_comm *c, struct fc_request *r)
+{
+    struct fused_call *k = r->tp_call;
+    struct fused *f = k->f;
+    struct comm_shared *sh = c->sh;
+    pthread_mutex_lock(&sh->lock); /* other communicators of the family claim under it */
+    const uint32_t seq = fused_next(f, k->chained);
+    pthread_mutex_unlock(&sh->lock);
+    void *const caller = k->stream;
+    k->t_launch = comm_now();
+    fc_result_t rc = gpu_fused_launch(
+        f->stream, f->ev, k->on_stream ? &caller : NULL, k->sendbuf, k->recvbuf, fused_out(f),
+        fused_in(f), fused_flags(f), seq, k->n, k->rank, k->bytes / fc_datatype_size(k->dt),
+        k->dt, k->op, !k->on_stream && c->cfg.gpu_fused == CFG_FUSED_AUTO ? &k->queued : NULL);
+    if (rc != FC_SUCCESS)
+        return FC_ERR(rc, "%s (FC_GPU_FUSED=off runs small device allreduces without this "
+                      "kernel)", fc_last_error());
+    pthread_mutex_lock(&sh->lock);
+    k->seq = seq;
+    f->kseq = seq;
+    if (k->on_stream) {
+        f->pending = seq;
+        f->chain = k->stream;
+        f->chain_owner = gpu_stream_owner(k->stream);
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return FC_SUCCESS;
+}
+
+/* ---- stream-ordered calls -------------------------------------------------------
  * NCCL's model: the kernel goes on the caller's stream, which orders it
  * after the earlier work there and the later work after it (no event, no
- * flag for the stream to wait on). The progress thread runs the exchange
- * once the vector is out, then writes the others' vectors in. The family's
- * buffers stay busy until that kernel has written its done flag. */
-static const struct gpu_stream_path fused_path;
+ * flag for the stream to wait on). The request waits in the stream queue
+ * until the kernel has put its vector out; the progress thread then runs
+ * it. The family's words stay busy until that kernel has written its done
+ * flag. */
 
-int gpu_fused_stream(struct fc_comm *c, const struct coll_args *a, const void *sendbuf,
-                     void *recvbuf, void *stream, fc_result_t *rc)
-{
-    int chained;
-    struct fused *f = fused_claim(c, a, sendbuf, recvbuf, &stream, &chained);
-    if (!f)
-        return 0;
-    struct comm_shared *sh = c->sh;
-    /* what can fail without a trace goes first: then the usual path */
-    gpu_event_t *ev = NULL;
-    pthread_mutex_lock(&sh->lock);
-    *rc = gpu_queue_prepare(sh);
-    pthread_mutex_unlock(&sh->lock);
-    if (*rc == FC_SUCCESS)
-        *rc = gpu_event_get(f->device, &ev);
-    if (*rc != FC_SUCCESS) {
-        if (!chained) /* (chained: the earlier kernels keep the buffers) */
-            fused_release(sh, f); /* the usual path meets the same trouble and says so */
-        return 0;
-    }
-    const uint32_t seq = fused_next(f, chained);
-    void *const caller = stream;
-    *rc = gpu_fused_launch(f->stream, f->ev, &caller, sendbuf, recvbuf, fused_out(f),
-                           fused_in(f), fused_flags(f), seq, c->size, c->rank, a->count,
-                           a->dt, a->op, NULL);
-    if (*rc != FC_SUCCESS) {
-        /* nothing queued, nothing sent: this call and the later ones run
-         * the usual way */
-        FC_WARN(LOG_COLL, "%s: small device allreduces take the staged path from now on",
-                fc_last_error());
-        gpu_event_put(ev);
-        *rc = FC_SUCCESS;
-        if (chained) /* the earlier kernels keep the buffers */
-            fused_turn_off(sh, f);
-        else
-            fused_fail(c, f, seq, FC_SUCCESS);
-        return 0;
-    }
-    pthread_mutex_lock(&sh->lock); /* other communicators of the family claim under it */
-    f->kseq = seq;
-    f->pending = seq;
-    f->chain = stream;
-    f->chain_owner = gpu_stream_owner(stream);
-    pthread_mutex_unlock(&sh->lock);
-    /* after the kernel: tells a kernel that will never put its vector out
-     * (an earlier failure on the stream) from one still queued */
-    *rc = gpu_event_record_raw(ev, stream);
-    struct fc_request *r = NULL;
-    uint64_t tb;
-    if (*rc == FC_SUCCESS)
-        *rc = comm_build_algo(c, a, &coll_allreduce_gather_xchg, "the fused device path", NULL,
-                              fused_tmp(f), &r, &tb);
-    if (*rc == FC_SUCCESS) {
-        r->fused = seq;
-        r->ready = ev;
-        *rc = gpu_queue_add(c, r, &fused_path, stream, tb, NULL, fused_tmp(f));
-        if (*rc == FC_SUCCESS)
-            return 1;
-        pthread_mutex_lock(&sh->lock); /* a reused schedule's scratch is the family's */
-        comm_request_free(r);
-        pthread_mutex_unlock(&sh->lock);
-    }
-    /* the kernel is queued: it gives up; this rank left the sequence */
-    gpu_event_put(ev);
-    fused_fail(c, f, seq, *rc);
-    return 1;
-}
-
-/* Lock held (progress): 1 once the stream's kernel has put the vector out
- * (its copy is then in the exchange's buffer), 0 while not, -1 when it
- * never will (a failure on the stream: the kernel did not run, or left). */
+/* Lock held: 1 once the stream's kernel has put the vector out, 0 while
+ * not, -1 when it never will (a failure on the stream). */
 static int fused_stream_ready(struct fc_request *r)
 {
-    struct fused *f = r->comm->sh->fused;
-    const size_t bytes = r->key.count * r->key.esize;
-    int e = 0;
-    if ((int32_t)(__atomic_load_n(&fused_flags(f)[3], __ATOMIC_ACQUIRE) - r->fused) >= 0) {
+    struct fused_call *k = r->tp_call;
+    struct fused *f = k->f;
+    if ((int32_t)(__atomic_load_n(&fused_flags(f)[3], __ATOMIC_ACQUIRE) - k->seq) >= 0) {
         FC_ERR(FC_ERR_CUDA, "an earlier fused small allreduce on this stream failed, and this "
                "call's kernel on GPU %d gave up with it", f->device);
         return -1;
     }
-    if (!fused_words_have(fused_out(f), bytes, r->fused)) {
-        e = gpu_event_done(r->ready);
-        if (e == 0)
-            return 0;
-        if (e < 0 || !fused_words_have(fused_out(f), bytes, r->fused)) {
-            if (e > 0)
-                FC_ERR(FC_ERR_CUDA,
-                       "the fused kernel on GPU %d ended without putting its vector out",
-                       f->device);
-            return -1;
-        }
-    }
-    fused_words_get(fused_out(f), r->recvbuf, bytes);
-    return 1;
+    if (fused_words_have(fused_out(f), k->bytes, k->seq))
+        return 1;
+    int e = gpu_event_done(k->after);
+    if (e == 0)
+        return 0;
+    if (e > 0 && fused_words_have(fused_out(f), k->bytes, k->seq))
+        return 1;
+    if (e > 0)
+        FC_ERR(FC_ERR_CUDA, "the fused kernel on GPU %d ended without putting its vector out",
+               f->device);
+    return -1;
 }
 
-/* Lock held: the stream's exchange is over. Success: the other vectors go
- * in and the buffers stay busy until the kernel is done; failure: the
- * kernel gives up and the fused path retires. */
 static void fused_stream_done(struct fc_request *r)
 {
-    struct fc_comm *c = r->comm;
-    struct fused *f = c->sh->fused;
-    if (r->result != FC_SUCCESS) {
-        fused_retire_locked(f, f->seq); /* the kernels chained behind it too */
-        return;
-    }
-    fused_put_others(f, c->size, r->fused, r->key.count * r->key.esize);
+    (void)r; /* its end is fused_end's (r->on_end) */
 }
 
 static const char *fused_waits_for(struct fc_request *r)
@@ -546,3 +629,24 @@ static const struct gpu_stream_path fused_path = {
     .done = fused_stream_done,
     .waits_for = fused_waits_for,
 };
+
+fc_result_t gpu_fused_enqueue(struct fc_comm *c, struct fc_request *r, void *stream,
+                              uint64_t tagbase, const void *sendbuf, void *recvbuf)
+{
+    struct comm_shared *sh = c->sh;
+    struct fused_call *k = r->tp_call;
+    pthread_mutex_lock(&sh->lock);
+    fc_result_t rc = gpu_queue_prepare(sh);
+    pthread_mutex_unlock(&sh->lock);
+    if (rc == FC_SUCCESS)
+        rc = gpu_event_get(k->f->device, &k->after);
+    if (rc == FC_SUCCESS)
+        rc = gpu_fused_launch_call(c, r);
+    /* after the kernel: tells a kernel that will never put its vector out
+     * (an earlier failure on the stream) from one still queued */
+    if (rc == FC_SUCCESS)
+        rc = gpu_event_record_raw(k->after, stream);
+    if (rc == FC_SUCCESS)
+        rc = gpu_queue_add(c, r, &fused_path, stream, tagbase, sendbuf, recvbuf);
+    return rc;
+}

@@ -222,21 +222,13 @@ static fc_result_t gt_recv(struct transport *t, int peer, uint64_t tag, void *bu
     return FC_SUCCESS;
 }
 
-static void host_local(const struct local_op *lo)
-{
-    size_t cnt = lo->len / fc_datatype_size(lo->dt);
-    if (lo->kind == LOCAL_REDUCE)
-        reduce_fn_get(lo->dt, lo->op)(lo->dst, lo->a, lo->b, cnt);
-    else if (lo->kind == LOCAL_COPY) {
-        if (lo->dst != lo->a)
-            memmove(lo->dst, lo->a, lo->len);
-    } else
-        reduce_scale_get(lo->dt)(lo->dst, lo->a, cnt, lo->divisor);
-}
-
 static fc_result_t gt_local(struct transport *t, const struct local_op *lo, struct xfer *x)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
+    if (lo->kind == LOCAL_REDUCE_ALL && (gpu_on_device(lo->dst) || gpu_on_device(lo->a)))
+        return FC_ERR(FC_ERR_INTERNAL, "the device transport reduces two vectors at a time: "
+                      "a reduction of %d vectors on device memory is the fused path's",
+                      lo->nvec);
     struct pend *p = gpu_tp_pend_get(g);
     if (!p)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
@@ -246,7 +238,7 @@ static fc_result_t gt_local(struct transport *t, const struct local_op *lo, stru
     int db = lo->kind == LOCAL_REDUCE ? gpu_on_device(lo->b) : dd;
     if (!dd && !da && !db) {
         /* all host memory: run it now, report it at the next progress */
-        host_local(lo);
+        transport_local_host(lo);
         p->kind = P_HOST_DONE;
         gpu_tp_pend_push(g, p);
         return FC_SUCCESS;

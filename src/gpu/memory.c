@@ -2,7 +2,8 @@
 /*
  * Device memory as the core sees it: which transport a call on device
  * buffers goes through (gpu_memory_route: the device transport, made on
- * first use, over the family's host transport), the order after the
+ * first use, over the family's host transport; for a small allreduce the
+ * fused kernel's, fused.c), the order after the
  * caller's legacy-stream work, and the branch's hooks (gpu_device_hooks),
  * which api.c hands to comm_create. The core calls the branch through
  * those hooks only; it never includes a file of src/gpu/.
@@ -20,8 +21,8 @@
 #include "prov.h"
 #include "queue.h"
 
-fc_result_t gpu_memory_route(struct fc_comm *c, const void *sendbuf, const void *recvbuf,
-                             struct fc_request *r)
+fc_result_t gpu_memory_route(struct fc_comm *c, struct comm_call *call, const void *sendbuf,
+                             const void *recvbuf, struct fc_request *r)
 {
     /* asked of CUDA on every call, not cached: 0.08 us for device memory,
      * 0.2 us for host memory on an H200 node; a range's answer can change
@@ -81,12 +82,18 @@ fc_result_t gpu_memory_route(struct fc_comm *c, const void *sendbuf, const void 
     if (rc != FC_SUCCESS)
         return rc;
     c->gpu_device = dev;
+    /* a small allreduce with both buffers on the GPU: the fused kernel's */
+    if (call->a && call->a->kind == COLL_ALLREDUCE && ps.kind == GPU_DEVICE &&
+        pr.kind == GPU_DEVICE && gpu_fused_route(c, call, dev, sendbuf, (void *)recvbuf, r))
+        return FC_SUCCESS;
     r->tp = gpu_tp_transport(sh->gpu);
     return FC_SUCCESS;
 }
 
 fc_result_t gpu_order_after_caller(struct fc_comm *c, struct fc_request *r)
 {
+    if (gpu_fused_call(r)) /* its kernel, ordered so */
+        return gpu_fused_launch_call(c, r);
     if (!r->tp || !c->sh->gpu)
         return FC_SUCCESS;
     pthread_mutex_lock(&c->sh->lock);
@@ -113,5 +120,4 @@ const struct comm_device gpu_device_hooks = {
     .stream_start_ready = gpu_queue_start_ready,
     .release = device_release,
     .present = device_present,
-    .take_allreduce = gpu_fused_run,
 };

@@ -227,9 +227,6 @@ fc_result_t gpu_stream_collective(struct fc_comm *c, const struct coll_args *a,
     if (c->broken != FC_SUCCESS)
         return FC_ERR_QUIET(c->broken, "an earlier operation on this communicator failed: %s",
                             c->brokenmsg);
-    fc_result_t rc; /* the fused path takes device buffers only */
-    if (a->kind == COLL_ALLREDUCE && gpu_fused_stream(c, a, sendbuf, recvbuf, stream, &rc))
-        return rc;
     /* refused before the call takes its sequence number, so that this rank
      * stays in step: the plain call on the same buffers may follow, and
      * joins the peers' stream-ordered call */
@@ -239,9 +236,19 @@ fc_result_t gpu_stream_collective(struct fc_comm *c, const struct coll_args *a,
                       "(use the plain call)");
     struct fc_request *r;
     uint64_t tb;
-    rc = comm_build(c, a, sendbuf, recvbuf, &r, &tb);
+    fc_result_t rc = comm_build(c, a, COMM_ON_STREAM, stream, sendbuf, recvbuf, &r, &tb);
     if (rc != FC_SUCCESS)
         return rc;
+    if (gpu_fused_call(r)) { /* a small allreduce: the fused kernel on the stream */
+        rc = gpu_fused_enqueue(c, r, stream, tb, sendbuf, recvbuf);
+        if (rc == FC_SUCCESS)
+            return FC_SUCCESS;
+        comm_break(c, rc, "a stream-ordered allreduce could not be queued: %.400s", err_get());
+        pthread_mutex_lock(&c->sh->lock); /* its end retires the fused path */
+        comm_request_free(r);
+        pthread_mutex_unlock(&c->sh->lock);
+        return rc;
+    }
     if (!r->tp) { /* count 0 on host buffers: nothing to move, nothing to order (as NCCL) */
         comm_request_free(r);
         return FC_SUCCESS;

@@ -31,13 +31,11 @@ static int has_root(enum coll_kind k)
 
 static void run_one(const struct coll_algo *al, struct check_case *c)
 {
-    if (al->check) {
-        struct coll_args a = {.kind = c->kind, .rank = 0, .nranks = c->nranks, .root = c->root,
-                              .count = c->count, .dt = c->dt, .op = c->op,
-                              .esize = fc_datatype_size(c->dt), .in_place = c->in_place};
-        if (!al->check(&a))
-            return;
-    }
+    struct coll_args a = {.kind = c->kind, .rank = 0, .nranks = c->nranks, .root = c->root,
+                          .count = c->count, .dt = c->dt, .op = c->op,
+                          .esize = fc_datatype_size(c->dt), .in_place = c->in_place};
+    if (!al->check(&a))
+        return;
     char err[600];
     int bad = check_coll(al, c, err, sizeof(err));
     cr_assert(!bad,
@@ -63,11 +61,8 @@ static size_t counts_for(int n, int i)
 /* All datatypes x ops x counts x in-place for n in 1..33 and 64, two
  * engine settings (one chunk; 64-byte chunks shuffled), and for a sample of
  * n two more (sends completing in posting order; local steps later). */
-static void sweep(const char *kind_name, const char *algo)
+static void sweep_algo(const struct coll_algo *al)
 {
-    int k = coll_kind_from_name(kind_name, strlen(kind_name));
-    const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
-    cr_assert_not_null(al, "no algorithm %s/%s", kind_name, algo);
     static const int ns[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
                              18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 64};
     for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
@@ -114,6 +109,14 @@ static void sweep(const char *kind_name, const char *algo)
             }
         }
     }
+}
+
+static void sweep(const char *kind_name, const char *algo)
+{
+    int k = coll_kind_from_name(kind_name, strlen(kind_name));
+    const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
+    cr_assert_not_null(al, "no algorithm %s/%s", kind_name, algo);
+    sweep_algo(al);
 }
 
 /* Big rank counts: a sample of counts, float32 sum and int32 max. */
@@ -176,52 +179,73 @@ ALGO_TESTS(allreduce, rd)
 Test(allreduce, gather_sweep, .timeout = 300) { sweep("allreduce", "gather"); }
 Test(allreduce, gather_64, .timeout = 300) { big("allreduce", "gather", 64); }
 
-/* src/gpu/fused.c runs gather's exchange alone around its kernel, while ranks
- * on host buffers run the whole algorithm: the messages (peer, tag, length,
- * in posting order) must be the same, rank for rank. */
-Test(allreduce, gather_exchange_alone_sends_the_same_messages)
+extern const struct coll_algo coll_allreduce_gather, coll_allreduce_gather_fused;
+
+/* The fused form (what src/gpu/fused.c's transport runs), on the host
+ * engine and on a transport that runs local steps late: every element. */
+Test(allreduce, gather_fused_sweep, .timeout = 300) { sweep_algo(&coll_allreduce_gather_fused); }
+
+/* Ranks on device buffers run gather's fused form while ranks on host
+ * buffers run the whole algorithm: the messages (peer, tag, length, in
+ * posting order) must be the same, rank for rank; and the fused form's
+ * local steps are the two its kernel does: the own vector out first, one
+ * reduction of all vectors last. */
+Test(allreduce, gather_fused_sends_the_same_messages)
 {
-    extern const struct coll_algo coll_allreduce_gather, coll_allreduce_gather_xchg;
     for (int n = 2; n <= 64; n++)
         for (int r = 0; r < n; r++)
             for (int ip = 0; ip < 2; ip++) {
                 struct coll_args a = {.kind = COLL_ALLREDUCE, .rank = r, .nranks = n,
                                       .count = 3, .dt = FC_FLOAT32, .op = FC_AVG, .esize = 4,
                                       .in_place = ip};
-                struct sched full, alone;
+                struct sched full, fused;
                 sched_init(&full, a.dt, a.op, n);
-                sched_init(&alone, a.dt, a.op, n);
+                sched_init(&fused, a.dt, a.op, n);
                 cr_assert_eq(coll_allreduce_gather.build(&full, &a), FC_SUCCESS);
-                cr_assert_eq(coll_allreduce_gather_xchg.build(&alone, &a), FC_SUCCESS);
+                cr_assert_eq(coll_allreduce_gather_fused.build(&fused, &a), FC_SUCCESS);
                 uint32_t i = 0, j = 0, nmsg = 0;
                 for (;;) {
                     while (i < full.nsteps && full.steps[i].op != SOP_SEND &&
                            full.steps[i].op != SOP_RECV)
                         i++;
-                    while (j < alone.nsteps && alone.steps[j].op != SOP_SEND &&
-                           alone.steps[j].op != SOP_RECV)
+                    while (j < fused.nsteps && fused.steps[j].op != SOP_SEND &&
+                           fused.steps[j].op != SOP_RECV)
                         j++;
-                    if (i == full.nsteps || j == alone.nsteps)
+                    if (i == full.nsteps || j == fused.nsteps)
                         break;
-                    const struct sched_step *x = &full.steps[i++], *y = &alone.steps[j++];
+                    const struct sched_step *x = &full.steps[i++], *y = &fused.steps[j++];
                     cr_assert(x->op == y->op && x->peer == y->peer && x->tag == y->tag &&
                                   x->len == y->len,
-                              "n=%d rank %d message %u: %s to/from %d tag %u %zu B, alone: "
+                              "n=%d rank %d message %u: %s to/from %d tag %u %zu B, fused: "
                               "%s %d tag %u %zu B",
                               n, r, nmsg, x->op == SOP_SEND ? "send" : "recv", x->peer, x->tag,
                               x->len, y->op == SOP_SEND ? "send" : "recv", y->peer, y->tag,
                               y->len);
                     nmsg++;
                 }
-                cr_assert(i == full.nsteps && j == alone.nsteps,
+                cr_assert(i == full.nsteps && j == fused.nsteps,
                           "n=%d rank %d: the two schedules have different message counts", n, r);
                 cr_assert_eq(nmsg, 2u * (unsigned)ceil_log2(n), "n=%d: %u messages", n, nmsg);
-                /* and the exchange alone reduces nothing on the host */
-                for (uint32_t k = 0; k < alone.nsteps; k++)
-                    cr_assert(alone.steps[k].op != SOP_REDUCE && alone.steps[k].op != SOP_SCALE &&
-                              alone.steps[k].op != SOP_COPY);
+                int ncopy = 0, nall = 0;
+                for (uint32_t k = 0; k < fused.nsteps; k++) {
+                    const struct sched_step *st = &fused.steps[k];
+                    cr_assert(st->op != SOP_REDUCE && st->op != SOP_SCALE);
+                    if (st->op == SOP_COPY) {
+                        ncopy++;
+                        cr_assert_eq(k, 0u, "n=%d: the own vector goes out first", n);
+                        cr_assert_eq(st->a.region, ip ? R_RECV : R_SEND);
+                    }
+                    if (st->op == SOP_REDUCE_ALL) {
+                        nall++;
+                        cr_assert_eq(k, fused.nsteps - 1, "n=%d: the reduction comes last", n);
+                        cr_assert_eq(st->peer, r);
+                        cr_assert_eq(st->dst.region, R_RECV);
+                    }
+                }
+                cr_assert(ncopy == 1 && nall == 1, "n=%d: %d copies, %d reductions", n, ncopy,
+                          nall);
                 sched_release(&full);
-                sched_release(&alone);
+                sched_release(&fused);
             }
 }
 
@@ -359,7 +383,7 @@ Test(algos, region_bytes_bound_every_step, .timeout = 300)
                                               .root = (ci * 3 + ip) % n,
                                               .count = counts_for(n, ci), .dt = FC_INT32,
                                               .op = FC_SUM, .esize = 4, .in_place = ip};
-                        if (al->check && !al->check(&a))
+                        if (!al->check(&a))
                             continue;
                         size_t lim[R_NREGIONS] = {0};
                         lim[R_SEND] = coll_region_bytes(&a, 0);

@@ -125,8 +125,8 @@ static void allreduce_once(struct world *w, size_t count, struct fc_request **st
     }
     for (int r = 0; r < w->n; r++) {
         struct coll_args a = allreduce_args(&w->c[r], count);
-        cr_assert_eq(comm_collective(&w->c[r], &a, in[r], out[r], &req[r]), FC_SUCCESS, "%s",
-                     err_get());
+        cr_assert_eq(comm_collective(&w->c[r], &a, COMM_NONBLOCKING, in[r], out[r], &req[r]),
+                     FC_SUCCESS, "%s", err_get());
         if (started)
             started[r] = req[r];
     }
@@ -193,7 +193,8 @@ Test(request, no_progress_times_out_naming_the_rank_and_breaks_the_comm, .timeou
     struct coll_args a = {.kind = COLL_BCAST, .rank = 0, .nranks = 2, .root = 1, .count = 64,
                           .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4};
     struct fc_request *r = NULL;
-    cr_assert_eq(comm_collective(&w.c[0], &a, NULL, buf, &r), FC_SUCCESS, "%s", err_get());
+    cr_assert_eq(comm_collective(&w.c[0], &a, COMM_BLOCKING, NULL, buf, &r), FC_SUCCESS, "%s",
+                 err_get());
     double t0 = comm_now();
     fc_result_t rc = comm_wait(r);
     double took = comm_now() - t0;
@@ -207,7 +208,7 @@ Test(request, no_progress_times_out_naming_the_rank_and_breaks_the_comm, .timeou
     struct coll_args b = allreduce_args(&w.c[0], 4);
     float x[4] = {0};
     t0 = comm_now();
-    cr_assert_eq(comm_collective(&w.c[0], &b, x, x, &r), FC_ERR_TIMEOUT);
+    cr_assert_eq(comm_collective(&w.c[0], &b, COMM_BLOCKING, x, x, &r), FC_ERR_TIMEOUT);
     cr_assert_lt(comm_now() - t0, 0.1);
     cr_assert(strstr(err_get(), "unusable"), "message: %s", err_get());
     world_fini(&w);
@@ -234,7 +235,8 @@ Test(request, a_request_is_described_by_its_call)
     float in[2][10] = {{0}}, out[2][10];
     for (int q = 0; q < 2; q++) {
         struct coll_args a = allreduce_args(&w.c[q], 10);
-        cr_assert_eq(comm_collective(&w.c[q], &a, in[q], out[q], &r[q]), FC_SUCCESS);
+        cr_assert_eq(comm_collective(&w.c[q], &a, COMM_NONBLOCKING, in[q], out[q], &r[q]),
+                     FC_SUCCESS);
     }
     const char *d = comm_request_desc(r[0]);
     cr_assert(strstr(d, "allreduce #0") && strstr(d, "10 x float32"), "description: %s", d);

@@ -58,6 +58,20 @@ Test(select, every_algorithm_is_found_by_its_name)
     cr_assert_eq(coll_kind_from_name("gather", 6), -1);
 }
 
+/* No caller tests an algorithm's functions for NULL: every one is there,
+ * in the table and in the fused form the device branch picks. */
+Test(select, every_algorithm_fills_in_every_function)
+{
+    extern const struct coll_algo coll_allreduce_gather_fused;
+    const struct coll_algo *extra[] = {&coll_allreduce_gather_fused, NULL};
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; (t ? extra : coll_algos)[i]; i++) {
+            const struct coll_algo *al = (t ? extra : coll_algos)[i];
+            cr_assert(al->name && al->check && al->build && al->cost, "%s:%s",
+                      coll_kind_name(al->kind), al->name ? al->name : "(no name)");
+        }
+}
+
 Test(select, fc_algo_forces_per_collective)
 {
     struct coll_tuning t = tuning();

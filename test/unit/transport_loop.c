@@ -258,16 +258,8 @@ static fc_result_t loop_progress(struct transport *t, int *ncomp)
         }
     }
     for (size_t i = 0; i < n; i++) {
-        if (batch[i].has_local) {
-            const struct local_op *lo = &batch[i].lo;
-            size_t cnt = lo->len / fc_datatype_size(lo->dt);
-            if (lo->kind == LOCAL_REDUCE)
-                reduce_fn_get(lo->dt, lo->op)(lo->dst, lo->a, lo->b, cnt);
-            else if (lo->kind == LOCAL_COPY)
-                memmove(lo->dst, lo->a, lo->len);
-            else
-                reduce_scale_get(lo->dt)(lo->dst, lo->a, cnt, lo->divisor);
-        }
+        if (batch[i].has_local)
+            transport_local_host(&batch[i].lo);
         batch[i].x->done(batch[i].x, batch[i].status, batch[i].len);
     }
     if (!ep->cq) {
