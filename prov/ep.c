@@ -347,7 +347,7 @@ fail:
 }
 
 fc_result_t prov_connect(struct prov_ep *p, int nranks, const char *addrs,
-                         const char *const *names, int self)
+                         const char *const *names, int self, const unsigned char *only)
 {
     p->nranks = nranks;
     p->self = self;
@@ -357,6 +357,10 @@ fc_result_t prov_connect(struct prov_ep *p, int nranks, const char *addrs,
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d peers", nranks);
     for (int r = 0; r < nranks; r++) {
         snprintf(p->names[r], sizeof(p->names[r]), "%s", names ? names[r] : "?");
+        if (only && !only[r] && r != self) {
+            p->addrs[r] = FI_ADDR_NOTAVAIL; /* reached another way */
+            continue;
+        }
         int ret = fi_av_insert(p->av, addrs + (size_t)r * PROV_ADDR_MAX, 1, &p->addrs[r], 0, NULL);
         if (ret != 1)
             return FC_ERR(FC_ERR_FABRIC,

@@ -71,9 +71,10 @@ struct prov_ep;
 fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char *fabric_hint,
                       struct prov_ep **out, void *addr, size_t *addrlen);
 /* addrs: nranks blobs of PROV_ADDR_MAX bytes; names: "host:pid" per rank
- * for error messages. */
+ * for error messages; only: NULL, or nonzero for the ranks this endpoint
+ * reaches (the others are not inserted: another endpoint reaches them). */
 fc_result_t prov_connect(struct prov_ep *p, int nranks, const char *addrs,
-                         const char *const *names, int self);
+                         const char *const *names, int self, const unsigned char *only);
 struct transport *prov_transport(struct prov_ep *p);
 /* 1 when the endpoint takes device buffers directly (gdr tier). */
 int prov_hmem(const struct prov_ep *p);

@@ -26,6 +26,7 @@
 #include "comm_setup.h"
 #include "log.h"
 #include "prov.h"
+#include "paths.h"
 #include "rails.h"
 
 /* ---- a family without device memory ------------------------------------------ */
@@ -96,6 +97,7 @@ static void shared_release(struct comm_shared *sh)
     }
     rails_stop(sh->rails); /* the rails' endpoints are this thread's again */
     prov_stop(sh->ep); /* no completion can arrive after this */
+    prov_stop(sh->local_ep);
     for (int i = 1; i < sh->nrails; i++)
         prov_stop(sh->rail_ep[i]);
     while (sh->zombies) {
@@ -105,8 +107,10 @@ static void shared_release(struct comm_shared *sh)
     }
     sh->dev->release(sh);
     rails_destroy(sh->rails);
+    paths_destroy(sh->paths);
     for (int i = 1; i < sh->nrails; i++)
         prov_close(sh->rail_ep[i]);
+    prov_close(sh->local_ep);
     prov_close(sh->ep);
     pthread_mutex_destroy(&sh->lock);
     pthread_mutex_destroy(&sh->launch_lock);

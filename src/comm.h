@@ -33,6 +33,7 @@ struct gpu_event;
 struct gpu_stream_path;
 struct fused;
 struct rails;
+struct paths;
 struct comm_shared;
 
 /* ---- the device branch, as the core sees it ----------------------------------
@@ -91,6 +92,9 @@ struct comm_shared {
     struct prov_ep *rail_ep[COMM_MAX_RAILS]; /* rails 1..nrails-1 (rail 0 is ep) */
     int nrails;
     struct rails *rails;       /* over ep and rail_ep when nrails > 1 */
+    struct prov_ep *local_ep;  /* the node's own provider (shm) for ranks of this node,
+                                  when a job of several nodes has one (paths) */
+    struct paths *paths;       /* over tp (the network's) and local_ep */
     struct transport *tp;
     struct gpu_tp *gpu;        /* device-memory transport over tp, made on first use */
     struct fused *fused;       /* the fused small allreduce's transport (gpu/fused.c) */

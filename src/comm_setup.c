@@ -21,6 +21,7 @@
 
 #include "boot.h"
 #include "log.h"
+#include "paths.h"
 #include "rails.h"
 
 /* ---- what ranks tell each other --------------------------------------------- */
@@ -39,7 +40,10 @@ struct rank_info {
     int32_t proto;
     int32_t cpus; /* in this process's CPU affinity */
     int32_t tune_device; /* FC_TUNE_MEMORY's verdict here (device: 1) */
+    int32_t paths;       /* FC_PATHS (rank 0's holds) */
     char err[384];
+    char node[64];      /* FC_NODE, else the host name: which node this rank counts as */
+    uint64_t node_hash;
     struct prov_list provs;
 };
 
@@ -273,7 +277,7 @@ static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct 
             break;
         /* the same protocol choice as rail 0, agreed above */
         prov_rndv_min_set(sh->rail_ep[i], prov_rndv_min_get(sh->ep));
-        fc_result_t crc = prov_connect(sh->rail_ep[i], n, addrbuf, pn, c->rank);
+        fc_result_t crc = prov_connect(sh->rail_ep[i], n, addrbuf, pn, c->rank, NULL);
         if (crc != FC_SUCCESS) { /* told in the next round */
             am.status = crc;
             snprintf(am.err, sizeof(am.err), "%s", err_get());
@@ -293,6 +297,88 @@ static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct 
     }
     if (rc == FC_SUCCESS)
         sh->tp = rails_transport(sh->rails);
+    free(addrs);
+    free(addrbuf);
+    free(pn);
+    return rc;
+}
+
+/* The node's own path (paths.c): in a job of several nodes where a node
+ * has more than one rank, an endpoint of shm for the ranks of this node,
+ * the network's (sh->tp) for the others; sh->tp becomes the paths over
+ * both. Every rank decides alike from the records of step 1 (FC_PATHS is
+ * rank 0's); every rank that opens takes part in both address rounds. */
+static fc_result_t open_local_path(struct comm_setup *st, struct fc_comm *c,
+                                   struct comm_shared *sh)
+{
+    const int n = st->n, me = st->me;
+    const struct rank_info *infos = st->infos;
+    if (st->nnodes == 1 || st->infos[0].paths == CFG_PATHS_SINGLE)
+        return FC_SUCCESS;
+    int shared = 0, have = 1, lacking = -1;
+    for (int r = 0; r < n; r++) {
+        for (int q = 0; q < r && !shared; q++)
+            shared = infos[q].node_hash == infos[r].node_hash;
+        int shm = 0;
+        for (uint32_t i = 0; i < infos[r].provs.n; i++)
+            shm |= !strcmp(infos[r].provs.c[i].name, "shm");
+        if (!shm && lacking < 0)
+            lacking = r;
+        have &= shm;
+    }
+    if (!shared)
+        return FC_SUCCESS; /* one rank per node: the network for every peer */
+    if (!have) {
+        FC_INFO(LOG_INIT | LOG_NET, "ranks of one node talk over %s too: rank %d (host %s) "
+                "has no shm provider%s", st->choice, lacking, infos[lacking].host,
+                c->cfg.fi_provider[0] ? " (FI_PROVIDER narrows the candidates)" : "");
+        return FC_SUCCESS;
+    }
+    unsigned char *mine = calloc((size_t)n, 1);
+    struct addr_info *addrs = calloc((size_t)n, sizeof(*addrs));
+    char *addrbuf = calloc((size_t)n, PROV_ADDR_MAX);
+    const char **pn = calloc((size_t)n, sizeof(*pn));
+    struct addr_info am;
+    memset(&am, 0, sizeof(am));
+    fc_result_t rc = FC_SUCCESS;
+    int nlocal = 0;
+    if (!mine || !addrs || !addrbuf || !pn) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d ranks' paths", n);
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        mine[r] = r != me && infos[r].node_hash == infos[me].node_hash;
+        nlocal += mine[r];
+        pn[r] = st->pnames[r];
+    }
+    size_t alen = 0;
+    fc_result_t orc = prov_open(&c->cfg, "shm", 1, NULL, &sh->local_ep, am.addr, &alen);
+    am.len = (uint32_t)alen;
+    if (orc != FC_SUCCESS) {
+        am.status = orc;
+        snprintf(am.err, sizeof(am.err), "%s", err_get());
+    }
+    rc = exchange_addrs(st->b, infos, n, &am, addrs, addrbuf, "could not open shm for the "
+                        "ranks of its node", "; FC_PATHS=single uses one provider for all");
+    if (rc != FC_SUCCESS)
+        goto out;
+    orc = prov_connect(sh->local_ep, n, addrbuf, pn, me, mine);
+    if (orc == FC_SUCCESS)
+        orc = paths_create(sh->tp, prov_transport(sh->local_ep), n, mine, &sh->paths);
+    if (orc != FC_SUCCESS) {
+        am.status = orc;
+        snprintf(am.err, sizeof(am.err), "%s", err_get());
+    }
+    rc = exchange_addrs(st->b, infos, n, &am, addrs, NULL, "could not connect shm to the "
+                        "ranks of its node", "; FC_PATHS=single uses one provider for all");
+    if (rc != FC_SUCCESS)
+        goto out;
+    sh->tp = paths_transport(sh->paths);
+    FC_INFO(LOG_INIT | LOG_NET, "paths: the %d other rank%s of node %s over shm, the %d of "
+            "other nodes over %s (FC_PATHS=single: one provider for all)",
+            nlocal, nlocal == 1 ? "" : "s", infos[me].node, n - 1 - nlocal, st->choice);
+out:
+    free(mine);
     free(addrs);
     free(addrbuf);
     free(pn);
@@ -333,6 +419,8 @@ static void rank_info_mine(struct rank_info *mine, const cfg_t *cfg, const struc
     memset(mine, 0, sizeof(*mine));
     snprintf(mine->host, sizeof(mine->host), "%s", log_hostname());
     mine->host_hash = hash_host(mine->host);
+    snprintf(mine->node, sizeof(mine->node), "%.63s", cfg->node[0] ? cfg->node : mine->host);
+    mine->node_hash = hash_host(mine->node);
     mine->pid = (int32_t)getpid();
     mine->version = FC_VERSION_CODE;
     mine->chunk = cfg->chunk_size;
@@ -340,6 +428,7 @@ static void rank_info_mine(struct rank_info *mine, const cfg_t *cfg, const struc
     mine->proto = cfg->proto;
     mine->rndv_min = cfg->rndv_min;
     mine->rails = cfg->rails;
+    mine->paths = cfg->paths;
     mine->tune_device = cfg->tune_memory == CFG_TUNE_MEM_DEVICE ||
                         (cfg->tune_memory == CFG_TUNE_MEM_AUTO &&
                          cfg->gpu_fused != CFG_FUSED_OFF && dev->present());
@@ -373,17 +462,20 @@ fc_result_t comm_setup_gather(struct comm_setup *st, struct fc_comm *c,
     struct rank_info *infos = st->infos;
     for (int r = 0; r < n; r++) {
         infos[r].host[sizeof(infos[r].host) - 1] = '\0';
+        infos[r].node[sizeof(infos[r].node) - 1] = '\0';
         snprintf(c->hosts[r], sizeof(c->hosts[r]), "%s", infos[r].host);
         c->host_pid[r] = infos[r].pid;
         snprintf(st->pnames[r], sizeof(st->pnames[r]), "%.40s pid %d", infos[r].host,
                  infos[r].pid);
         st->names[r] = c->hosts[r];
+        /* nodes as the ranks name them (FC_NODE); CPUs are counted per
+         * host (job_oversub, rails_count) */
         int first = 1;
         for (int q = 0; q < r; q++)
-            if (infos[q].host_hash == infos[r].host_hash)
+            if (infos[q].node_hash == infos[r].node_hash)
                 first = 0;
         st->nnodes += first;
-        if (infos[r].host_hash == mine.host_hash) {
+        if (infos[r].node_hash == mine.node_hash) {
             st->local_size++;
             if (r < st->me)
                 st->local_rank++;
@@ -509,12 +601,14 @@ fc_result_t comm_setup_endpoints(struct comm_setup *st, struct fc_comm *c, struc
         goto out;
     for (int r = 0; r < n; r++)
         pn[r] = st->pnames[r];
-    rc = prov_connect(sh->ep, n, addrbuf, pn, st->me);
+    rc = prov_connect(sh->ep, n, addrbuf, pn, st->me, NULL);
     if (rc != FC_SUCCESS)
         goto out;
     sh->tp = prov_transport(sh->ep);
     rc = open_rails(sh, c, st->b, st->infos, st->choice, st->nnodes, st->fabric, st->pnames,
                     any_hmem);
+    if (rc == FC_SUCCESS)
+        rc = open_local_path(st, c, sh);
     if (rc != FC_SUCCESS)
         goto out;
     sh->ptp = sh->tp;

@@ -49,6 +49,14 @@ static const struct row rows[] = {
      "Read here only to report it."},
     {"FC_IFACE", T_STR, NULL, F(iface), NULL, S_USER,
      "Network interface (libfabric domain, e.g. eth0, lo) for net providers such as tcp."},
+    {"FC_NODE", T_STR, NULL, F(node), NULL, S_USER,
+     "Which node this rank counts as (default: its host name), as NCCL_HOSTID: ranks with the "
+     "same value share a node. Lets one machine run as several nodes for tests, e.g. "
+     "FC_NODE=n$((FC_RANK / 2)) in each rank's environment."},
+    {"FC_PATHS", T_ENUM, "auto", F(paths), "auto,single", S_USER,
+     "auto: in a job of several nodes where a node has more than one rank, ranks of one node "
+     "talk over shm and ranks of different nodes over the network provider (two endpoints "
+     "per rank); single: one provider for every peer."},
     {"FC_NICS", T_STR, NULL, F(nics), NULL, S_USER,
      "Comma list of NICs (libfabric domains, e.g. mlx5_0,mlx5_1) an RDMA provider may use."},
     {"FC_GDR", T_ENUM, "auto", F(gdr), "auto,on,off", S_USER,

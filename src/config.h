@@ -19,6 +19,7 @@
 
 enum cfg_gdr { CFG_GDR_AUTO, CFG_GDR_ON, CFG_GDR_OFF };
 enum cfg_fused { CFG_FUSED_AUTO, CFG_FUSED_ON, CFG_FUSED_OFF };
+enum cfg_paths { CFG_PATHS_AUTO, CFG_PATHS_SINGLE };
 enum cfg_tune_mem { CFG_TUNE_MEM_AUTO, CFG_TUNE_MEM_HOST, CFG_TUNE_MEM_DEVICE };
 enum cfg_proto { CFG_PROTO_AUTO, CFG_PROTO_EAGER, CFG_PROTO_RNDV };
 enum cfg_boot { CFG_BOOT_AUTO, CFG_BOOT_PMIX, CFG_BOOT_PMI2, CFG_BOOT_FCRUN, CFG_BOOT_SLURM };
@@ -42,6 +43,8 @@ typedef struct cfg {
     /* fabric */
     char fi_provider[CFG_STR]; /* FI_PROVIDER as libfabric sees it (report only) */
     char iface[CFG_STR];
+    char node[CFG_STR];   /* FC_NODE: this rank's node identity (empty: its host name) */
+    int paths;            /* enum cfg_paths */
     char nics[CFG_STR];
     int gdr;              /* enum cfg_gdr */
     int gpu_fused;        /* enum cfg_fused */

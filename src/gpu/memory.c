@@ -49,7 +49,9 @@ fc_result_t gpu_memory_route(struct fc_comm *c, struct comm_call *call, const vo
     fc_result_t rc = FC_SUCCESS;
     pthread_mutex_lock(&sh->lock);
     if (!sh->gpu) {
-        int hmem = prov_hmem(sh->ep);
+        /* every path must take device memory (the network's and, where
+         * ranks of this node have their own, shm's), else all stage */
+        int hmem = prov_hmem(sh->ep) && (!sh->local_ep || prov_hmem(sh->local_ep));
         /* the communicator's chunk, whatever the memory: both ends of a
          * message must cut it alike, and a peer's buffer may be host memory */
         size_t chunk = c->chunk;

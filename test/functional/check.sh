@@ -106,6 +106,12 @@ if "$here/tune_memory_test.sh"; then
 else
     summary+=("FC_TUNE_MEMORY: FAILED"); total_fail=$((total_fail + 1))
 fi
+echo "=== per-peer paths (pretend nodes)"
+if "$here/paths_test.sh"; then
+    summary+=("per-peer paths: passed"); total_pass=$((total_pass + 1))
+else
+    summary+=("per-peer paths: FAILED"); total_fail=$((total_fail + 1))
+fi
 echo "=== fc_perf --table"
 if "$here/perf_table.sh"; then
     summary+=("fc_perf --table: passed"); total_pass=$((total_pass + 1))

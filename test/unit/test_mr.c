@@ -234,7 +234,7 @@ static void open_pair(struct pair *pr, const char *prov, cfg_t *cfg)
     }
     const char *names[2] = {"self-0", "self-1"};
     for (int i = 0; i < 2; i++)
-        cr_assert_eq(prov_connect(pr->ep[i], 2, addrs, names, i), FC_SUCCESS, "%s",
+        cr_assert_eq(prov_connect(pr->ep[i], 2, addrs, names, i, NULL), FC_SUCCESS, "%s",
                      fc_last_error());
 }
 

@@ -7,7 +7,8 @@
  * the right bytes, that a repeated call reuses its schedule and a different
  * one does not, that a request without progress times out naming the rank
  * it waits for and breaks its communicator, and that the first reason to
- * break one holds.
+ * break one holds. And per-peer paths (paths.c) under the request layer:
+ * each peer's messages on its node's fabric or the network's, no other.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "paths.h"
 #include "transport_loop.h"
 
 #define MAXR 5
@@ -242,4 +244,67 @@ Test(request, a_request_is_described_by_its_call)
     cr_assert(strstr(d, "allreduce #0") && strstr(d, "10 x float32"), "description: %s", d);
     drive(&w, r);
     world_fini(&w);
+}
+
+/* Per-peer paths: each rank's family transport is the paths over a
+ * "network" loopback and a "node" one; ranks of one node (node[]) must
+ * exchange every message on the node fabric, all others on the network,
+ * for every algorithm the tuner picks from 8 bytes to many chunks, uneven
+ * nodes included, and the results must be right. */
+static void paths_case(int n, const int *node)
+{
+    struct world w;
+    world_init(&w, n, 30);
+    struct loop_fabric *local = loop_fabric_create(n, 11);
+    cr_assert_not_null(local);
+    struct paths *p[MAXR];
+    for (int r = 0; r < n; r++) {
+        unsigned char mine[MAXR];
+        for (int q = 0; q < n; q++)
+            mine[q] = q != r && node[q] == node[r];
+        cr_assert_eq(paths_create(loop_transport(w.f, r), loop_transport(local, r), n, mine,
+                                  &p[r]),
+                     FC_SUCCESS);
+        w.sh[r].tp = w.sh[r].ptp = paths_transport(p[r]);
+    }
+    static const size_t counts[] = {2, 1001, 40000};
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+        allreduce_once(&w, counts[i], NULL);
+    uint64_t on_node = 0, across = 0;
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            uint64_t ln = loop_fabric_pair_msgs(local, a, b);
+            uint64_t nt = loop_fabric_pair_msgs(w.f, a, b);
+            if (node[a] == node[b])
+                cr_assert_eq(nt, 0, "ranks %d and %d share node %d, yet %llu messages took the "
+                             "network", a, b, node[a], (unsigned long long)nt);
+            else
+                cr_assert_eq(ln, 0, "ranks %d (node %d) and %d (node %d): %llu messages on "
+                             "the node fabric", a, node[a], b, node[b],
+                             (unsigned long long)ln);
+            on_node += ln;
+            across += nt;
+        }
+    int shared = 0, split = 0;
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            shared |= a != b && node[a] == node[b];
+            split |= node[a] != node[b];
+        }
+    cr_assert(!shared || on_node > 0, "no message took the node fabric");
+    cr_assert(!split || across > 0, "no message took the network");
+    for (int r = 0; r < n; r++)
+        w.sh[r].tp = w.sh[r].ptp = loop_transport(w.f, r);
+    world_fini(&w);
+    for (int r = 0; r < n; r++)
+        paths_destroy(p[r]);
+    loop_fabric_destroy(local);
+}
+
+Test(paths, each_peer_takes_its_nodes_path)
+{
+    paths_case(4, (const int[]){0, 0, 1, 1});
+    paths_case(5, (const int[]){0, 0, 0, 1, 1}); /* uneven */
+    paths_case(5, (const int[]){0, 1, 0, 2, 1}); /* interleaved, one alone */
+    paths_case(3, (const int[]){0, 1, 2});       /* one rank per node */
 }

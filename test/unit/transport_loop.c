@@ -63,6 +63,7 @@ struct loop_fabric {
     struct loop_ep *eps;
     struct loop_op *free_ops;
     uint64_t msgs, bytes;
+    uint64_t *pair_msgs; /* [from * nranks + to] */
 };
 
 static struct loop_op *op_get(struct loop_fabric *f)
@@ -162,6 +163,8 @@ static fc_result_t deliver(struct loop_ep *s, struct xfer *sx, struct loop_sq *s
         memcpy(rbuf, sbuf, n);
     s->f->msgs++;
     s->f->bytes += n;
+    if (s->f->pair_msgs)
+        s->f->pair_msgs[(size_t)s->rank * (size_t)s->f->nranks + (size_t)d->rank]++;
     int bad;
     if (sq) {
         sq->delivered = 1;
@@ -331,6 +334,8 @@ struct loop_fabric *loop_fabric_create(int nranks, unsigned seed)
     }
     f->nranks = nranks;
     f->seed = seed;
+    if (nranks <= 64) /* per-pair counts for small fabrics only */
+        f->pair_msgs = calloc((size_t)nranks * (size_t)nranks, sizeof(uint64_t));
     for (int i = 0; i < nranks; i++) {
         struct loop_ep *ep = &f->eps[i];
         ep->base.ops = &loop_ops;
@@ -348,6 +353,11 @@ struct loop_fabric *loop_fabric_create(int nranks, unsigned seed)
 struct transport *loop_transport(struct loop_fabric *f, int rank)
 {
     return &f->eps[rank].base;
+}
+
+uint64_t loop_fabric_pair_msgs(const struct loop_fabric *f, int from, int to)
+{
+    return f->pair_msgs ? f->pair_msgs[(size_t)from * (size_t)f->nranks + (size_t)to] : 0;
 }
 
 void loop_fabric_stats(const struct loop_fabric *f, uint64_t *msgs, uint64_t *bytes)
@@ -391,6 +401,7 @@ void loop_fabric_destroy(struct loop_fabric *f)
 {
     if (!f)
         return;
+    free(f->pair_msgs);
     for (int i = 0; i < f->nranks; i++) {
         for (int b = 0; b < LOOP_BUCKETS; b++) {
             free_list(f->eps[i].posted[b].head);

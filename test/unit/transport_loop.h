@@ -34,6 +34,9 @@ void loop_fabric_order_sends(struct loop_fabric *f);
 struct transport *loop_transport(struct loop_fabric *f, int rank);
 /* Messages and bytes delivered so far (all ranks). */
 void loop_fabric_stats(const struct loop_fabric *f, uint64_t *msgs, uint64_t *bytes);
+/* Messages delivered from rank `from` to rank `to` (fabrics of at most 64
+ * ranks; 0 for larger ones). */
+uint64_t loop_fabric_pair_msgs(const struct loop_fabric *f, int from, int to);
 /* Unmatched sends/receives left (a correct run leaves none). */
 int loop_fabric_pending(const struct loop_fabric *f);
 void loop_fabric_destroy(struct loop_fabric *f);
