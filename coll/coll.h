@@ -46,6 +46,10 @@ struct coll_args {
     fc_op_t op;
     size_t esize;
     int in_place;
+    /* The node of every rank (0 .. nnodes - 1), for node-aware algorithms;
+     * NULL: not known (such algorithms refuse the call). */
+    const int *node;
+    int nnodes;
 };
 
 /* Network parameters of the alpha-beta-gamma cost model, in seconds. */
@@ -53,6 +57,9 @@ struct coll_cost {
     double alpha; /* per message (latency) */
     double beta;  /* per byte on the wire */
     double gamma; /* per byte reduced (local memory pass) */
+    /* The same between ranks of one node, where that path differs (per-peer
+     * paths: shm inside, the network across); 0: alpha and beta. */
+    double alpha_node, beta_node;
     double chunk; /* the engine's pipeline chunk, bytes (0: steps are not cut) */
     /* Ranks per CPU on the node where they are most crowded (ranks over the
      * CPUs they may run on; 0 or up to 1: every rank has a CPU). Above 1,

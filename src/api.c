@@ -116,7 +116,7 @@ static struct coll_args args_of(fc_comm_t c, enum coll_kind k, size_t count, fc_
 {
     struct coll_args a = {.kind = k, .rank = c->rank, .nranks = c->size, .root = root,
                           .count = count, .dt = dt, .op = op, .esize = esize,
-                          .in_place = in_place};
+                          .in_place = in_place, .node = c->node, .nnodes = c->nnodes};
     return a;
 }
 

@@ -123,6 +123,7 @@ static void comm_free(struct fc_comm *c)
     if (!c)
         return;
     free(c->peers);
+    free(c->node);
     free(c->p2p_sent);
     free(c->p2p_recvd);
     free(c->hosts);
@@ -342,7 +343,8 @@ fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **o
     c->p2p_recvd = calloc((size_t)nm, sizeof(uint64_t));
     c->hosts = calloc((size_t)nm, sizeof(*c->hosts));
     c->host_pid = calloc((size_t)nm, sizeof(int));
-    if (!c->peers || !c->p2p_sent || !c->p2p_recvd || !c->hosts || !c->host_pid) {
+    c->node = calloc((size_t)nm, sizeof(int));
+    if (!c->peers || !c->p2p_sent || !c->p2p_recvd || !c->hosts || !c->host_pid || !c->node) {
         rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
         goto out;
     }
@@ -355,18 +357,20 @@ fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **o
         memcpy(c->hosts[i], p->hosts[q], sizeof(c->hosts[i]));
         c->host_pid[i] = p->host_pid[q];
     }
+    /* the parent's nodes, numbered again in order of first appearance */
     for (int i = 0; i < nm; i++) {
-        int first = 1;
-        for (int j = 0; j < i; j++)
-            if (!strcmp(c->hosts[j], c->hosts[i]))
-                first = 0;
-        nnodes += first;
-        if (!strcmp(c->hosts[i], c->hosts[c->rank])) {
+        int pn = p->node[m[i].parent_rank], j = 0;
+        while (j < i && p->node[m[j].parent_rank] != pn)
+            j++;
+        c->node[i] = j < i ? c->node[j] : nnodes++;
+    }
+    for (int i = 0; i < nm; i++)
+        if (c->node[i] == c->node[c->rank]) {
             local_size++;
             if (i < c->rank)
                 local_rank++;
         }
-    }
+    c->nnodes = nnodes;
     c->id = id;
     c->gpu_device = p->gpu_device;
     c->cfg = p->cfg;

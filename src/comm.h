@@ -133,6 +133,8 @@ struct fc_comm {
     size_t eager_max;
     fc_comm_attr_t attr;
     char (*hosts)[64];         /* per comm rank, for messages */
+    int *node;                 /* per comm rank: its node (0 .. nnodes - 1, FC_NODE) */
+    int nnodes;
     int *host_pid;
     int oversubscribed;        /* more ranks on this node than CPUs for them all */
     double oversub;            /* ranks per CPU on the job's most crowded node (0: none) */

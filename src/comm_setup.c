@@ -129,6 +129,12 @@ static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nn
 {
     struct coll_cost cc;
     comm_cost_params(prov_name, nnodes, &cc, NULL);
+    if (c->sh->paths) { /* ranks of one node talk over shm */
+        struct coll_cost node;
+        comm_cost_params("shm", 1, &node, NULL);
+        cc.alpha_node = node.alpha;
+        cc.beta_node = node.beta;
+    }
     cc.chunk = (double)c->chunk;
     cc.oversub = c->oversub;
     cc.handoff = COLL_HANDOFF_S;
@@ -630,6 +636,16 @@ fc_result_t comm_setup_comm(struct comm_setup *st, struct fc_comm *c)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     for (int r = 0; r < n; r++)
         c->peers[r] = r;
+    c->node = calloc((size_t)n, sizeof(int));
+    if (!c->node)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    c->nnodes = 0;
+    for (int r = 0; r < n; r++) { /* numbered in order of first appearance */
+        int q = 0;
+        while (q < r && st->infos[q].node_hash != st->infos[r].node_hash)
+            q++;
+        c->node[r] = q < r ? c->node[q] : c->nnodes++;
+    }
     c->id = 0;
     prov_tuning(c->sh->ep, &c->cfg, n, &c->chunk, &c->window, &c->eager_max);
     fc_result_t rc = setup_tuning(c, st->choice, st->nnodes, st->tune_device);

@@ -179,6 +179,7 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
     struct coll_args tmpl = {
         .kind = c->kind, .rank = 0, .nranks = n, .root = c->root, .count = c->count,
         .dt = c->dt, .op = c->op, .esize = es, .in_place = c->in_place,
+        .node = c->node, .nnodes = c->nnodes,
     };
     char herr[512];
     fc_result_t rc;

@@ -19,6 +19,8 @@ struct check_case {
     fc_datatype_t dt;
     fc_op_t op;
     struct h_opts opts;
+    const int *node; /* every rank's node (NULL: none known) */
+    int nnodes;
 };
 
 /* Returns 0 when correct; else writes what went wrong into err. */
