@@ -470,10 +470,15 @@ int sim_run(struct sim *s, double alpha, double beta, double gamma)
                      e.step, p->peer);
             goto out;
         } else if (p->op == SOP_SEND) {
+            double al = alpha, be = beta;
+            if (s->node && s->node[r] == s->node[p->peer]) {
+                al = s->alpha_node;
+                be = s->beta_node;
+            }
             double st = t > out_free[r] ? t : out_free[r];
-            out_free[r] = st + beta * (double)p->len;
+            out_free[r] = st + be * (double)p->len;
             fin = out_free[r];
-            double arrival = st + alpha + beta * (double)p->len;
+            double arrival = st + al + be * (double)p->len;
             uint64_t key = mkey(r, (uint32_t)p->peer, p->tag);
             uint32_t w = mtab_take(&m, key, p->chunk, 0);
             if (w) {

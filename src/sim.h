@@ -42,6 +42,10 @@ struct sim {
     uint64_t max_msgs;    /* most messages (chunks) sent by one rank */
     uint64_t max_sent;    /* most bytes sent by one rank */
     char err[512];        /* what went wrong, when a call failed */
+    /* two link classes: a message between ranks of one node (node[a] ==
+     * node[b]) takes alpha_node and beta_node; NULL (sim_init's): one */
+    const int *node;
+    double alpha_node, beta_node;
 };
 
 /* chunk: the engine's chunk bytes (0: whole steps); window: chunks of a

@@ -51,6 +51,13 @@ static const char usage[] =
     "                       alltoall the per-rank count is bytes / (4 * ranks)\n"
     "  -a, --algo NAME      only this algorithm\n"
     "  -p, --provider P     cost parameters of this provider's table (default tcp)\n"
+    "  -N, --nodes N        N nodes of -L ranks each (N * L ranks, rank r on node\n"
+    "                       r / L; replaces -n): a message between ranks of one node\n"
+    "                       takes the node provider's alpha and beta, across nodes\n"
+    "                       the -p provider's, in the model and the simulation, and\n"
+    "                       node-aware algorithms (hier) take part\n"
+    "  -L, --local L        ranks per node with -N (default 8)\n"
+    "      --node-provider P  the table for ranks of one node (default shm)\n"
     "      --alpha US       override: latency per message, microseconds\n"
     "      --beta NS        override: time per byte on the wire, nanoseconds\n"
     "      --gamma NS       override: time per byte reduced, nanoseconds\n"
@@ -82,13 +89,17 @@ static const char usage[] =
     "Exit status: 0 when every schedule completed and matched, 1 when a schedule\n"
     "error was found (printed to stderr), 2 on a usage error.\n"
     "\n"
-    "Example: fc_sim -c allreduce -n 4096 -b 8,1M,256M -p verbs\n";
+    "Examples: fc_sim -c allreduce -n 4096 -b 8,1M,256M -p verbs\n"
+    "          fc_sim -c allreduce -N 512 -L 8 -b 8,1M,256M -p verbs\n";
 
 /* Builds every rank's schedule into the simulation, then plays it. */
 static int simulate(struct sim *s, const struct coll_algo *al, struct coll_args a,
                     const struct coll_cost *c, int window)
 {
     sim_init(s, a.nranks, (size_t)c->chunk, window);
+    s->node = a.node;
+    s->alpha_node = c->alpha_node;
+    s->beta_node = c->beta_node;
     for (int r = 0; r < a.nranks; r++) {
         struct sched sc;
         a.rank = r;
@@ -154,7 +165,7 @@ static int split_list(char *s, char **items)
 int main(int argc, char **argv)
 {
     enum { O_ALPHA = 256, O_BETA, O_GAMMA, O_CHUNK, O_WINDOW, O_CSV, O_OVERSUB, O_HANDOFF,
-           O_HS, O_HS_MIN, O_HS1 };
+           O_HS, O_HS_MIN, O_HS1, O_NODE_PROV };
     static const struct option opts[] = {
         {"colls", required_argument, NULL, 'c'}, {"ranks", required_argument, NULL, 'n'},
         {"bytes", required_argument, NULL, 'b'}, {"algo", required_argument, NULL, 'a'},
@@ -165,16 +176,19 @@ int main(int argc, char **argv)
         {"oversub", required_argument, NULL, O_OVERSUB},
         {"handoff", required_argument, NULL, O_HANDOFF}, {"hs", required_argument, NULL, O_HS},
         {"hs-min", required_argument, NULL, O_HS_MIN}, {"hs-oneway", required_argument, NULL, O_HS1},
+        {"nodes", required_argument, NULL, 'N'}, {"local", required_argument, NULL, 'L'},
+        {"node-provider", required_argument, NULL, O_NODE_PROV},
         {NULL, 0, NULL, 0}};
     char colls_s[256] = "allreduce,bcast,reduce,allgather,reduce_scatter,alltoall,barrier";
     char ranks_s[256] = "64,1024,4096";
     char bytes_s[256] = "8,64K,16M";
-    const char *prov = "tcp", *only = NULL;
+    const char *prov = "tcp", *only = NULL, *node_prov = "shm";
+    long nodes = 0, local = 8;
     double alpha = -1, beta = -1, gamma_ = -1, chunk_ = -1, oversub = 0,
            handoff = COLL_HANDOFF_S, hs = -1, hs_min = -1, hs1 = -1;
     int window = 0;
     int csv = 0, c;
-    while ((c = getopt_long(argc, argv, "c:n:b:a:p:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:n:b:a:p:N:L:h", opts, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
         case 'c': snprintf(colls_s, sizeof(colls_s), "%s", optarg); break;
@@ -182,6 +196,17 @@ int main(int argc, char **argv)
         case 'b': snprintf(bytes_s, sizeof(bytes_s), "%s", optarg); break;
         case 'a': only = optarg; break;
         case 'p': prov = optarg; break;
+        case O_NODE_PROV: node_prov = optarg; break;
+        case 'N':
+        case 'L': {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > (1 << 20)) {
+                fprintf(stderr, "fc_sim: -%c %s: want 1..1048576\n", c, optarg);
+                return 2;
+            }
+            *(c == 'N' ? &nodes : &local) = v;
+            break;
+        }
         case O_ALPHA: case O_BETA: case O_GAMMA: case O_OVERSUB: case O_HANDOFF: case O_HS:
         case O_HS1: {
             double v = strtod(optarg, &end);
@@ -252,6 +277,25 @@ int main(int argc, char **argv)
     cc.handoff = handoff;
     if (!window)
         window = pwindow;
+    int *node = NULL;
+    if (nodes) { /* two link classes: the node's own and the network's */
+        if (nodes * local > (1 << 20)) {
+            fprintf(stderr, "fc_sim: -N %ld -L %ld: more than 1048576 ranks\n", nodes, local);
+            return 2;
+        }
+        struct coll_cost nc;
+        comm_cost_params(node_prov, 1, &nc, NULL);
+        cc.alpha_node = nc.alpha;
+        cc.beta_node = nc.beta;
+        snprintf(ranks_s, sizeof(ranks_s), "%ld", nodes * local);
+        node = malloc((size_t)(nodes * local) * sizeof(int));
+        if (!node) {
+            fprintf(stderr, "fc_sim: out of memory\n");
+            return 1;
+        }
+        for (long r = 0; r < nodes * local; r++)
+            node[r] = (int)(r / local);
+    }
     struct coll_tuning tun;
     coll_tuning_init(&tun, &cc);
 
@@ -300,6 +344,9 @@ int main(int argc, char **argv)
                "(%.2f GB/s), gamma %.4f ns/byte, chunk %.0f bytes, window %d",
                prov, cc.alpha * 1e6, cc.beta * 1e9, 1e-9 / cc.beta, cc.gamma * 1e9, cc.chunk,
                window);
+    if (!csv && node)
+        printf("; %ld nodes x %ld ranks, inside a node %s's table: alpha %.2f us, beta %.4f "
+               "ns/byte", nodes, local, node_prov, cc.alpha_node * 1e6, cc.beta_node * 1e9);
     if (!csv && cc.hs_min > 0 && (cc.hs > 0 || cc.hs_oneway > 0))
         printf(", handshake above %.0f bytes %.1f us (%.1f one way)", cc.hs_min, cc.hs * 1e6,
                cc.hs_oneway * 1e6);
@@ -319,7 +366,8 @@ int main(int argc, char **argv)
                     count = count / (size_t)n ? count / (size_t)n : 1;
                 struct coll_args a = {.kind = k, .rank = 0, .nranks = n, .root = 0,
                                       .count = k == COLL_BARRIER ? 0 : count,
-                                      .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4};
+                                      .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4,
+                                      .node = node, .nnodes = node ? (int)nodes : 0};
                 const struct coll_algo *pick = coll_select_by_cost(&tun, &a, NULL);
                 if (!csv) {
                     char b[32];
@@ -375,5 +423,6 @@ int main(int argc, char **argv)
                     sim_free(&s);
                 }
             }
+    free(node);
     return errors ? 1 : 0;
 }

@@ -202,6 +202,64 @@ static void agree_at(int n)
     }
 }
 
+/* Two link classes: a message between ranks of one node takes alpha_node
+ * and beta_node; the node-aware allreduce matches message for message at
+ * 64 nodes x 8 and on uneven nodes, and is faster than with one class when
+ * the node's link is. */
+Test(sim, two_link_classes)
+{
+    struct sched sc[2];
+    for (int r = 0; r < 2; r++)
+        sched_init(&sc[r], FC_UINT8, FC_SUM, 2);
+    sched_send(&sc[0], 1, 7, sbuf(R_SEND, 0), 1000);
+    sched_recv(&sc[1], 0, 7, sbuf(R_RECV, 0), 1000);
+    static const int same[] = {0, 0};
+    struct sim s;
+    sim_init(&s, 2, 0, 1);
+    s.node = same;
+    s.alpha_node = A / 4;
+    s.beta_node = B / 4;
+    add_all(&s, sc, 2);
+    cr_assert_eq(sim_run(&s, A, B, G), 0, "%s", s.err);
+    cr_assert_float_eq(s.end, A / 4 + 1000 * B / 4, 1e-12);
+    sim_free(&s);
+
+    extern const struct coll_algo coll_allreduce_hier;
+    static int big[512], uneven[] = {0, 0, 0, 1, 1, 2, 2, 2, 2, 3};
+    for (int r = 0; r < 512; r++)
+        big[r] = r / 8;
+    struct {
+        int *node, n, nnodes;
+    } lay[] = {{big, 512, 64}, {uneven, 10, 4}};
+    for (int li = 0; li < 2; li++) {
+        struct coll_args a = args_for(COLL_ALLREDUCE, lay[li].n, 100003, 0);
+        a.node = lay[li].node;
+        a.nnodes = lay[li].nnodes;
+        cr_assert(coll_allreduce_hier.check(&a));
+        double t[2];
+        for (int cls = 0; cls < 2; cls++) {
+            sim_init(&s, a.nranks, 0, 1);
+            s.node = cls ? a.node : NULL;
+            s.alpha_node = A / 4;
+            s.beta_node = B / 4;
+            for (int r = 0; r < a.nranks; r++) {
+                struct sched one;
+                a.rank = r;
+                sched_init(&one, a.dt, a.op, a.nranks);
+                cr_assert_eq(coll_allreduce_hier.build(&one, &a), FC_SUCCESS);
+                cr_assert_eq(sim_add(&s, &one), 0, "%s", s.err);
+                sched_release(&one);
+            }
+            cr_assert_eq(sim_run(&s, A, B, G), 0, "n=%d: %s", a.nranks, s.err);
+            cr_assert_eq(s.done, s.nsteps);
+            t[cls] = s.end;
+            sim_free(&s);
+        }
+        cr_assert_lt(t[1], t[0], "n=%d: %g s with a faster node link, %g s without",
+                     a.nranks, t[1], t[0]);
+    }
+}
+
 Test(sim, all_algorithms_agree_at_1_to_9_ranks)
 {
     for (int n = 1; n <= 9; n++)
