@@ -4,12 +4,14 @@
 
 #include "coll.h"
 
-extern const struct coll_algo coll_allreduce_ring, coll_allreduce_gather, coll_allreduce_rd, coll_bcast_binomial,
-    coll_bcast_chain;
-extern const struct coll_algo coll_allreduce_hier, coll_allreduce_rabenseifner, coll_bcast_scatter_allgather,
-    coll_reduce_binomial, coll_reduce_rsgather, coll_allgather_ring, coll_allgather_rd,
-    coll_allgather_bruck, coll_reduce_scatter_ring, coll_reduce_scatter_halving,
-    coll_alltoall_pairwise, coll_alltoall_bruck, coll_barrier_dissemination;
+extern const struct coll_algo coll_allreduce_ring, coll_allreduce_gather, coll_allreduce_rd,
+    coll_allreduce_hier, coll_allreduce_rabenseifner;
+extern const struct coll_algo coll_bcast_binomial, coll_bcast_chain, coll_bcast_scatter_allgather,
+    coll_bcast_hier;
+extern const struct coll_algo coll_reduce_binomial, coll_reduce_rsgather, coll_reduce_hier;
+extern const struct coll_algo coll_allgather_ring, coll_allgather_rd, coll_allgather_bruck,
+    coll_reduce_scatter_ring, coll_reduce_scatter_halving, coll_alltoall_pairwise,
+    coll_alltoall_bruck, coll_barrier_dissemination;
 
 const struct coll_algo *const coll_algos[] = {
     &coll_allreduce_ring,
@@ -20,8 +22,10 @@ const struct coll_algo *const coll_algos[] = {
     &coll_bcast_binomial,
     &coll_bcast_chain,
     &coll_bcast_scatter_allgather,
+    &coll_bcast_hier,
     &coll_reduce_binomial,
     &coll_reduce_rsgather,
+    &coll_reduce_hier,
     &coll_allgather_ring,
     &coll_allgather_rd,
     &coll_allgather_bruck,

@@ -34,41 +34,7 @@
 #include "coll.h"
 #include "log.h"
 
-/* Rank order of each node: ranks[first[x] .. first[x + 1]) are node x's. */
-struct nodes {
-    int *first, *ranks;
-    int lmax;
-    int *rcv; /* nnodes step indices, for the builder */
-};
-
-static int nodes_make(const struct coll_args *a, struct nodes *N)
-{
-    const int n = a->nranks, m = a->nnodes;
-    N->first = calloc((size_t)m + 1, sizeof(int));
-    N->ranks = malloc((size_t)n * sizeof(int));
-    N->rcv = malloc((size_t)m * sizeof(int));
-    if (!N->first || !N->ranks || !N->rcv)
-        return -1;
-    for (int q = 0; q < n; q++)
-        N->first[a->node[q] + 1]++;
-    N->lmax = 0;
-    for (int x = 0; x < m; x++) {
-        if (N->first[x + 1] > N->lmax)
-            N->lmax = N->first[x + 1];
-        N->first[x + 1] += N->first[x];
-    }
-    int *fill = calloc((size_t)m, sizeof(int));
-    if (!fill)
-        return -1;
-    for (int q = 0; q < n; q++) {
-        int x = a->node[q];
-        N->ranks[N->first[x] + fill[x]++] = q;
-    }
-    free(fill);
-    return 0;
-}
-
-static int holder(const struct nodes *N, int x, int slice)
+static int holder(const struct coll_nodes *N, int x, int slice)
 {
     int L = N->first[x + 1] - N->first[x];
     return N->ranks[N->first[x] + slice % L];
@@ -78,11 +44,10 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
 {
     const int r = a->rank, m = a->nnodes, k = a->node[r];
     const int src = a->in_place ? R_RECV : R_SEND;
-    struct nodes N = {NULL, NULL, 0, NULL};
-    if (nodes_make(a, &N) != 0) {
-        free(N.first);
-        free(N.ranks);
-        free(N.rcv);
+    struct coll_nodes N;
+    int *prcv = malloc((size_t)m * sizeof(int)); /* the partials' receives (step 2) */
+    if (!prcv || coll_nodes_make(a, &N) != 0) {
+        free(prcv);
         return FC_ERR(FC_ERR_NO_MEMORY, "allreduce hier: out of memory for %d ranks", a->nranks);
     }
     const int L = N.first[k + 1] - N.first[k], lmax = N.lmax;
@@ -123,21 +88,20 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
             struct sched_buf own = sbuf(R_SCRATCH, part + (size_t)k * len);
             int cp = sched_copy(s, own, mine, len);
             sched_dep(s, cp, acc, 1);
-            int *rcv = N.rcv; /* the partials' receives, then the first reduction */
             for (int x = 0; x < m; x++) {
-                rcv[x] = cp;
+                prcv[x] = cp;
                 if (x == k)
                     continue;
                 int o = holder(&N, x, sl);
                 int snd = sched_send(s, o, T2 + (uint32_t)sl, own, len);
                 sched_dep(s, snd, cp, 1);
-                rcv[x] = sched_recv(s, o, T2 + (uint32_t)sl,
-                                    sbuf(R_SCRATCH, part + (size_t)x * len), len);
+                prcv[x] = sched_recv(s, o, T2 + (uint32_t)sl,
+                                     sbuf(R_SCRATCH, part + (size_t)x * len), len);
             }
             /* (the sends read own only, which nothing writes) */
             acc = sched_reduce(s, mine, sbuf(R_SCRATCH, part), sbuf(R_SCRATCH, part + len), len);
             for (int x = 0; x < m; x++)
-                sched_dep(s, acc, rcv[x], 0);
+                sched_dep(s, acc, prcv[x], 0);
             for (int x = 2; x < m; x++) {
                 int red = sched_reduce(s, mine, mine,
                                        sbuf(R_SCRATCH, part + (size_t)x * len), len);
@@ -159,27 +123,22 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
             sched_dep(s, snd, acc, 1);
         }
     }
-    free(N.first);
-    free(N.ranks);
-    free(N.rcv);
+    coll_nodes_free(&N);
+    free(prcv);
     return s->build_err;
 }
 
-/* Several nodes, one of them with several ranks: on one node, or with a
- * rank per node, the flat algorithms do the same with fewer messages. */
 static int check(const struct coll_args *a)
 {
-    if (!a->node || a->nnodes < 2 || a->nnodes >= a->nranks)
+    if (!coll_nodes_apply(a))
         return 0;
     /* slices of the fullest node times three tag ranges */
-    int lmax = 0, *size = calloc((size_t)a->nnodes, sizeof(int));
-    if (!size)
+    struct coll_nodes N;
+    if (coll_nodes_make(a, &N) != 0)
         return 0;
-    for (int q = 0; q < a->nranks; q++)
-        if (++size[a->node[q]] > lmax)
-            lmax = size[a->node[q]];
-    free(size);
-    return 3u * (unsigned)lmax <= TAG_STEP_MAX;
+    int ok = 3u * (unsigned)N.lmax <= TAG_STEP_MAX;
+    coll_nodes_free(&N);
+    return ok;
 }
 
 static double cost(const struct coll_args *a, const struct coll_cost *c)

@@ -125,6 +125,18 @@ struct coll_algo {
     int shares;
 };
 
+/* Ranks grouped by node (coll/nodes.c): node x's ranks, in rank order, are
+ * ranks[first[x] .. first[x + 1]); lmax: the most on one node. */
+struct coll_nodes {
+    int *first, *ranks;
+    int lmax;
+};
+int coll_nodes_make(const struct coll_args *a, struct coll_nodes *N); /* 0, or -1: no memory */
+void coll_nodes_free(struct coll_nodes *N);
+/* The node-aware algorithms' check: several nodes, one with several ranks
+ * (on one node, or with a rank per node, the flat algorithms do the same
+ * with fewer messages). */
+int coll_nodes_apply(const struct coll_args *a);
 /* The check of an algorithm that runs any arguments. */
 int coll_any(const struct coll_args *a);
 const char *coll_kind_name(enum coll_kind k); /* "allreduce", "bcast", ... */

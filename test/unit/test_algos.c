@@ -250,13 +250,13 @@ Test(allreduce, gather_fused_sends_the_same_messages)
             }
 }
 
-/* Node-aware allreduce over node layouts: even, uneven (3, 2, 4, 1),
- * interleaved, one rank per node, one node; counts below and around the
- * slices; every type at a few layouts, every op; in place and not; one
- * chunk and many, completions shuffled, local steps late. */
-Test(allreduce, hier_over_node_layouts, .timeout = 300)
+/* The node-aware algorithms over node layouts: even, uneven (3, 2, 4, 1),
+ * interleaved, 1+2+2+2, 4+4 and 9+8; counts below and around the slices;
+ * every type at a few layouts, every op; roots on every kind of node; in
+ * place and not; one chunk and many, completions shuffled, local steps
+ * late. One node, a rank per node and no map are refused. */
+static void hier_layouts(const struct coll_algo *al)
 {
-    extern const struct coll_algo coll_allreduce_hier;
     static const int l22[] = {0, 0, 1, 1}, l3241[] = {0, 0, 0, 1, 1, 2, 2, 2, 2, 3},
                      lint[] = {0, 1, 2, 0, 1, 2, 0}, l1222[] = {0, 1, 1, 2, 2, 3, 3},
                      l44[] = {1, 1, 1, 1, 0, 0, 0, 0},
@@ -266,46 +266,69 @@ Test(allreduce, hier_over_node_layouts, .timeout = 300)
         int n, nnodes;
     } lay[] = {{l22, 4, 2}, {l3241, 10, 4}, {lint, 7, 3}, {l1222, 7, 4},
                {l44, 8, 2}, {l17, 17, 2}};
-    /* one node, or a rank per node: the flat algorithms' */
     static const int lone[] = {0, 1, 2}, lsame[] = {0, 0, 0};
-    struct coll_args one = {.kind = COLL_ALLREDUCE, .nranks = 3, .count = 9, .dt = FC_FLOAT32,
+    struct coll_args one = {.kind = al->kind, .nranks = 3, .count = 9, .dt = FC_FLOAT32,
                             .op = FC_SUM, .esize = 4, .node = lone, .nnodes = 3};
-    cr_assert(!coll_allreduce_hier.check(&one), "a rank per node");
+    cr_assert(!al->check(&one), "%s: a rank per node", al->name);
     one.node = lsame;
     one.nnodes = 1;
-    cr_assert(!coll_allreduce_hier.check(&one), "one node");
+    cr_assert(!al->check(&one), "%s: one node", al->name);
     one.node = NULL;
-    cr_assert(!coll_allreduce_hier.check(&one), "no node map");
+    cr_assert(!al->check(&one), "%s: no node map", al->name);
+    const int reduction = is_reduction(al->kind);
     for (size_t li = 0; li < sizeof(lay) / sizeof(lay[0]); li++) {
         const int n = lay[li].n;
         const size_t counts[] = {0, 1, 3, (size_t)n + 1, 1000 + 7 * (size_t)n};
-        struct coll_args a = {.kind = COLL_ALLREDUCE, .nranks = n, .count = 1, .dt = FC_FLOAT32,
+        struct coll_args a = {.kind = al->kind, .nranks = n, .count = 1, .dt = FC_FLOAT32,
                               .op = FC_SUM, .esize = 4, .node = lay[li].node,
                               .nnodes = lay[li].nnodes};
-        cr_assert(coll_allreduce_hier.check(&a), "layout %zu refused", li);
+        cr_assert(al->check(&a), "%s: layout %zu refused", al->name, li);
         for (size_t ci = 0; ci < 5; ci++)
             for (size_t di = 0; di < 10; di++)
                 for (size_t oi = 0; oi < 5; oi++) {
+                    if (!reduction && oi > 0)
+                        break;
                     if (di != 8 && (oi > 0 || ci < 3 || li > 2))
                         continue; /* every type: sum, larger counts, first layouts */
                     for (int ip = 0; ip < 2; ip++) {
-                        struct check_case c = {.kind = COLL_ALLREDUCE, .nranks = n,
+                        struct check_case c = {.kind = al->kind, .nranks = n,
+                                               .root = has_root(al->kind)
+                                                           ? (int)((ci * 5 + di + li) % (size_t)n)
+                                                           : 0,
                                                .in_place = ip, .count = counts[ci],
                                                .dt = all_dt[di], .op = all_op[oi],
                                                .node = lay[li].node,
                                                .nnodes = lay[li].nnodes};
                         c.opts = (struct h_opts){.chunk = 0, .window = 2, .seed = 0};
-                        run_one(&coll_allreduce_hier, &c);
+                        run_one(al, &c);
                         c.opts = (struct h_opts){.chunk = 64, .window = 3,
                                                  .seed = (unsigned)(li * 31 + ci + 1)};
-                        run_one(&coll_allreduce_hier, &c);
+                        run_one(al, &c);
                         c.opts = (struct h_opts){.chunk = 128, .window = 2,
                                                  .seed = (unsigned)(li * 7 + ci + 3),
                                                  .async_local = 1};
-                        run_one(&coll_allreduce_hier, &c);
+                        run_one(al, &c);
                     }
                 }
     }
+}
+
+Test(allreduce, hier_over_node_layouts, .timeout = 300)
+{
+    extern const struct coll_algo coll_allreduce_hier;
+    hier_layouts(&coll_allreduce_hier);
+}
+
+Test(bcast, hier_over_node_layouts, .timeout = 300)
+{
+    extern const struct coll_algo coll_bcast_hier;
+    hier_layouts(&coll_bcast_hier);
+}
+
+Test(reduce, hier_over_node_layouts, .timeout = 300)
+{
+    extern const struct coll_algo coll_reduce_hier;
+    hier_layouts(&coll_reduce_hier);
 }
 
 ALGO_TESTS(bcast, binomial)
