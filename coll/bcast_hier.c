@@ -42,32 +42,6 @@ static int tree_bcast(struct sched *s, const int *list, int c, int me, uint32_t 
     return have;
 }
 
-/* The leaders (root's node first, then by node) and this node's ranks
- * (its leader first), with this rank's places in them (-1: not a leader). */
-static void lists(const struct coll_args *a, const struct coll_nodes *N, int *lead, int *me_lead,
-                  int *local, int *me_local, int *L)
-{
-    const int m = a->nnodes, xr = a->node[a->root], k = a->node[a->rank];
-    int c = 0;
-    *me_lead = -1;
-    for (int i = 0; i < m; i++) {
-        int x = (xr + i) % m;
-        int l = x == xr ? a->root : N->ranks[N->first[x]];
-        if (l == a->rank)
-            *me_lead = c;
-        lead[c++] = l;
-    }
-    const int leader = lead[(k - xr + m) % m];
-    *L = 0;
-    local[(*L)++] = leader;
-    for (int i = N->first[k]; i < N->first[k + 1]; i++)
-        if (N->ranks[i] != leader)
-            local[(*L)++] = N->ranks[i];
-    for (int i = 0; i < *L; i++)
-        if (local[i] == a->rank)
-            *me_local = i;
-}
-
 static fc_result_t build(struct sched *s, const struct coll_args *a)
 {
     const size_t bytes = a->count * a->esize;
@@ -80,7 +54,7 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
         return FC_ERR(FC_ERR_NO_MEMORY, "bcast hier: out of memory for %d ranks", a->nranks);
     }
     int me_lead, me_local = 0, L;
-    lists(a, &N, lead, &me_lead, local, &me_local, &L);
+    coll_nodes_trees(a, &N, lead, &me_lead, local, &me_local, &L);
     int have = -1;
     struct sched_buf from = sbuf(R_RECV, 0);
     if (a->rank == a->root) {

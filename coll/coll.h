@@ -133,6 +133,12 @@ struct coll_nodes {
 };
 int coll_nodes_make(const struct coll_args *a, struct coll_nodes *N); /* 0, or -1: no memory */
 void coll_nodes_free(struct coll_nodes *N);
+/* The trees of the node-aware broadcast and reduce: lead[0 .. nnodes), the
+ * leaders (the root on its node, the lowest rank elsewhere; the root's node
+ * first, then by node), and local[0 .. *L), this rank's node (its leader
+ * first); *me_lead and *me_local: this rank's places (-1: not a leader). */
+void coll_nodes_trees(const struct coll_args *a, const struct coll_nodes *N, int *lead,
+                      int *me_lead, int *local, int *me_local, int *L);
 /* The node-aware algorithms' check: several nodes, one with several ranks
  * (on one node, or with a rank per node, the flat algorithms do the same
  * with fewer messages). */

@@ -42,6 +42,28 @@ void coll_nodes_free(struct coll_nodes *N)
     N->first = N->ranks = NULL;
 }
 
+void coll_nodes_trees(const struct coll_args *a, const struct coll_nodes *N, int *lead,
+                      int *me_lead, int *local, int *me_local, int *L)
+{
+    const int m = a->nnodes, xr = a->node[a->root], k = a->node[a->rank];
+    *me_lead = -1;
+    for (int i = 0; i < m; i++) {
+        int x = (xr + i) % m;
+        lead[i] = x == xr ? a->root : N->ranks[N->first[x]];
+        if (lead[i] == a->rank)
+            *me_lead = i;
+    }
+    const int leader = lead[(k - xr + m) % m];
+    *L = 0;
+    local[(*L)++] = leader;
+    for (int i = N->first[k]; i < N->first[k + 1]; i++)
+        if (N->ranks[i] != leader)
+            local[(*L)++] = N->ranks[i];
+    for (int i = 0; i < *L; i++)
+        if (local[i] == a->rank)
+            *me_local = i;
+}
+
 int coll_nodes_apply(const struct coll_args *a)
 {
     return a->node && a->nnodes >= 2 && a->nnodes < a->nranks;

@@ -54,7 +54,7 @@ static int has_children(int me, int c)
 static fc_result_t build(struct sched *s, const struct coll_args *a)
 {
     const size_t bytes = a->count * a->esize;
-    const int m = a->nnodes, xr = a->node[a->root], k = a->node[a->rank];
+    const int m = a->nnodes;
     struct coll_nodes N;
     int *lead = malloc((size_t)m * sizeof(int));
     int *local = malloc((size_t)a->nranks * sizeof(int));
@@ -63,22 +63,8 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
         free(local);
         return FC_ERR(FC_ERR_NO_MEMORY, "reduce hier: out of memory for %d ranks", a->nranks);
     }
-    /* leaders: the root's node first; this node's ranks: its leader first */
-    int me_lead = -1, me_local = 0, L = 0;
-    for (int i = 0; i < m; i++) {
-        int x = (xr + i) % m;
-        lead[i] = x == xr ? a->root : N.ranks[N.first[x]];
-        if (lead[i] == a->rank)
-            me_lead = i;
-    }
-    const int leader = lead[(k - xr + m) % m];
-    local[L++] = leader;
-    for (int i = N.first[k]; i < N.first[k + 1]; i++)
-        if (N.ranks[i] != leader)
-            local[L++] = N.ranks[i];
-    for (int i = 0; i < L; i++)
-        if (local[i] == a->rank)
-            me_local = i;
+    int me_lead, me_local = 0, L;
+    coll_nodes_trees(a, &N, lead, &me_lead, local, &me_local, &L);
     const int src = a->in_place && a->rank == a->root ? R_RECV : R_SEND;
     struct sched_buf acc = sbuf(src, 0);
     int ready = -1;
