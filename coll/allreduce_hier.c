@@ -132,7 +132,10 @@ static int check(const struct coll_args *a)
 {
     if (!coll_nodes_apply(a))
         return 0;
-    /* slices of the fullest node times three tag ranges */
+    /* slices of the fullest node times three tag ranges: counted only
+     * where the ranks could exceed them (the tuner asks at every call) */
+    if (3u * (unsigned)a->nranks <= TAG_STEP_MAX)
+        return 1;
     struct coll_nodes N;
     if (coll_nodes_make(a, &N) != 0)
         return 0;
@@ -147,8 +150,8 @@ static double cost(const struct coll_args *a, const struct coll_cost *c)
         return 1e30;
     const int m = a->nnodes;
     const double L = (double)a->nranks / m; /* ranks per node, on average */
-    const double an = c->alpha_node > 0 ? c->alpha_node : c->alpha;
-    const double bn = c->beta_node > 0 ? c->beta_node : c->beta;
+    double an, bn;
+    coll_node_link(c, &an, &bn);
     const double bytes = (double)a->count * (double)a->esize;
     /* 1 and 3: (L - 1) messages of a slice each way inside the node;
      * 2: (m - 1) exchanges of a rank's share (bytes / L) across */

@@ -143,6 +143,13 @@ void coll_nodes_trees(const struct coll_args *a, const struct coll_nodes *N, int
  * (on one node, or with a rank per node, the flat algorithms do the same
  * with fewer messages). */
 int coll_nodes_apply(const struct coll_args *a);
+/* The alpha and beta of a message between ranks of one node (the
+ * network's where c has none of its own). */
+static inline void coll_node_link(const struct coll_cost *c, double *alpha, double *beta)
+{
+    *alpha = c->alpha_node > 0 ? c->alpha_node : c->alpha;
+    *beta = c->beta_node > 0 ? c->beta_node : c->beta;
+}
 /* The check of an algorithm that runs any arguments. */
 int coll_any(const struct coll_args *a);
 const char *coll_kind_name(enum coll_kind k); /* "allreduce", "bcast", ... */

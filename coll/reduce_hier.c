@@ -90,8 +90,8 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
 static double cost(const struct coll_args *a, const struct coll_cost *c)
 {
     const double bytes = (double)a->count * (double)a->esize;
-    const double an = c->alpha_node > 0 ? c->alpha_node : c->alpha;
-    const double bn = c->beta_node > 0 ? c->beta_node : c->beta;
+    double an, bn;
+    coll_node_link(c, &an, &bn);
     const int L = (a->nranks + a->nnodes - 1) / a->nnodes;
     return ceil_log2(a->nnodes) * (c->alpha + coll_hs1(c, bytes) + bytes * (c->beta + c->gamma)) +
            ceil_log2(L) * (an + bytes * (bn + c->gamma));

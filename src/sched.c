@@ -455,21 +455,11 @@ static void do_local(struct sched *s, struct sched_step *st, uint32_t k)
         s->sfn(dst, dst, len / s->esize, (uint32_t)s->nranks);
         break;
     case SOP_REDUCE_ALL: {
-        /* rank j's vector: the ((j - first) mod n)-th, st->len apart */
-        const int n = s->nranks, first = st->peer;
-        const char *v = ptr_of(s, st->a, off);
-#define VEC(j) (v + (size_t)((((j) - first) % n + n) % n) * st->len)
-        if (n == 1) {
-            if (VEC(0) != dst)
-                memmove(dst, VEC(0), len);
-        } else {
-            s->rfn(dst, VEC(0), VEC(1), len / s->esize);
-        }
-        for (int j = 2; j < n; j++)
-            s->rfn(dst, dst, VEC(j), len / s->esize);
-#undef VEC
-        if (s->op == FC_AVG)
-            s->sfn(dst, dst, len / s->esize, (uint32_t)n);
+        /* the one loop over n vectors, the transports' too */
+        struct local_op lo = {.kind = LOCAL_REDUCE_ALL, .dst = dst, .a = ptr_of(s, st->a, off),
+                              .len = len, .dt = s->dt, .op = s->op, .nvec = s->nranks,
+                              .first = st->peer, .stride = st->len};
+        transport_local_host(&lo);
         break;
     }
     default:
