@@ -10,8 +10,9 @@ extern const struct coll_algo coll_bcast_binomial, coll_bcast_chain, coll_bcast_
     coll_bcast_hier;
 extern const struct coll_algo coll_reduce_binomial, coll_reduce_rsgather, coll_reduce_hier;
 extern const struct coll_algo coll_allgather_ring, coll_allgather_rd, coll_allgather_bruck,
-    coll_reduce_scatter_ring, coll_reduce_scatter_halving, coll_alltoall_pairwise,
-    coll_alltoall_bruck, coll_barrier_dissemination;
+    coll_allgather_hier, coll_reduce_scatter_ring, coll_reduce_scatter_halving,
+    coll_reduce_scatter_hier, coll_alltoall_pairwise, coll_alltoall_bruck,
+    coll_barrier_dissemination, coll_barrier_hier;
 
 const struct coll_algo *const coll_algos[] = {
     &coll_allreduce_ring,
@@ -29,11 +30,14 @@ const struct coll_algo *const coll_algos[] = {
     &coll_allgather_ring,
     &coll_allgather_rd,
     &coll_allgather_bruck,
+    &coll_allgather_hier,
     &coll_reduce_scatter_ring,
     &coll_reduce_scatter_halving,
+    &coll_reduce_scatter_hier,
     &coll_alltoall_pairwise,
     &coll_alltoall_bruck,
     &coll_barrier_dissemination,
+    &coll_barrier_hier,
     NULL,
 };
 

@@ -6,9 +6,10 @@
 # element checked (sweep's quick list: odd counts around the chunks, in
 # place and out of place) and says at init which path each class of peer
 # takes; uneven nodes and one rank per node included. The node-aware
-# allreduce, broadcast and reduce (hier) run forced on every layout, and
-# the tuner takes the allreduce at 1 MiB on 2 nodes x 2. FC_PATHS=single keeps one provider; FI_PROVIDER=tcp
-# leaves no shm to take, and says so.
+# algorithms (hier) of allreduce, broadcast, reduce, allgather,
+# reduce-scatter and barrier run forced on every layout, and the tuner
+# takes the allreduce at 1 MiB on 2 nodes x 2. FC_PATHS=single keeps one
+# provider; FI_PROVIDER=tcp leaves no shm to take, and says so.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 fc_run=${FC_RUN:-$here/../../fc_run}
@@ -41,9 +42,17 @@ check "2+2 allreduce test" ok "$(verdict "$out")"
 check "2+2: rank's node peers over shm" 4 "$(grep -c 'paths: the 1 other rank of node n[01] over shm, the 2 of other nodes over tcp' <<<"$out")"
 for l in "${layouts[@]}"; do
     IFS='|' read -r n expr name <<<"$l"
-    out=$(run "$n" "$expr" -x FC_ALGO=allreduce:hier,bcast:hier,reduce:hier -x FC_CHUNK_SIZE=4K -- \
-        "$bindir/sweep" -q -C allreduce,broadcast,reduce)
-    check "$name: the node-aware allreduce, broadcast and reduce (hier), every element" ok "$(verdict "$out")"
+    hier=allreduce:hier,bcast:hier,reduce:hier,allgather:hier,reduce_scatter:hier,barrier:hier
+    out=$(run "$n" "$expr" -x FC_ALGO=$hier -x FC_CHUNK_SIZE=4K -- \
+        "$bindir/sweep" -q -C allreduce,broadcast,reduce,allgather,reduce_scatter)
+    check "$name: the node-aware allreduce, broadcast, reduce, allgather and reduce-scatter (hier), every element" \
+        ok "$(verdict "$out")"
+    out=$(run "$n" "$expr" -x FC_ALGO=$hier -x FC_DEBUG=TRACE -x FC_DEBUG_SUBSYS=COLL -- \
+        "$bindir/barrier")
+    check "$name: the node-aware barrier (hier): nobody leaves before the last arrives" ok \
+        "$(verdict "$out")"
+    check "$name: every rank ran the node-aware barrier" "$n" \
+        "$(grep -c 'barrier #0 (hier, 0 x uint8): chosen by FC_ALGO' <<<"$out")"
 done
 out=$("$fc_run" -n 4 -t 60 -x FI_PROVIDER=shm,tcp -x FC_DEBUG=TRACE -x FC_DEBUG_SUBSYS=COLL \
     sh -c 'FC_NODE=n$((FC_RANK / 2)) exec "$@"' sh "$perf" -b 1M -e 1M -n 1 -w 0 -c 2>&1)

@@ -169,6 +169,35 @@ Test(barrier, dissemination_waits_for_everyone, .timeout = 120)
     barrier_waits_for_everyone("dissemination");
 }
 
+/* The node-aware barrier, the same way, over nodes of 2 and 3 ranks in
+ * order, interleaved, and uneven (the last node short). */
+Test(barrier, hier_waits_for_everyone, .timeout = 120)
+{
+    const struct coll_algo *al = coll_algo_find(COLL_BARRIER, "hier", 4);
+    cr_assert_not_null(al);
+    int node[33];
+    for (int n = 3; n <= 33; n++)
+        for (int lay = 0; lay < 3; lay++) {
+            const int per = lay == 1 ? 3 : 2, nnodes = (n + per - 1) / per;
+            if (nnodes < 2)
+                continue; /* one node: refused, as the layouts test checks */
+            for (int q = 0; q < n; q++)
+                node[q] = lay == 2 ? q % nnodes : q / per;
+            for (int late = 0; late < n; late++)
+                for (unsigned seed = 0; seed < 2; seed++) {
+                    struct coll_args a = {.kind = COLL_BARRIER, .nranks = n, .dt = FC_UINT8,
+                                          .op = FC_SUM, .esize = 1, .node = node,
+                                          .nnodes = nnodes};
+                    cr_assert(al->check(&a), "n=%d layout %d refused", n, lay);
+                    struct h_opts o = {.chunk = 0, .window = 2, .seed = seed};
+                    char err[300];
+                    int early = h_run_late(al, &a, late, &o, err, sizeof(err));
+                    cr_assert_eq(early, 0, "barrier/hier n=%d layout %d: %d ranks left before "
+                                 "rank %d arrived (seed %u) %s", n, lay, early, late, seed, err);
+                }
+        }
+}
+
 #define ALGO_TESTS(kind, algo)                                                                 \
     Test(kind, algo##_sweep, .timeout = 300) { sweep(#kind, #algo); }                          \
     Test(kind, algo##_128, .timeout = 300) { big(#kind, #algo, 128); }                         \
@@ -329,6 +358,65 @@ Test(reduce, hier_over_node_layouts, .timeout = 300)
 {
     extern const struct coll_algo coll_reduce_hier;
     hier_layouts(&coll_reduce_hier);
+}
+
+/* The node-aware algorithms at 64 nodes x 8 ranks and at 64 nodes of 1 to
+ * 8 ranks (288), through big()'s counts, float32 sum and int32 max. */
+static void hier_big(enum coll_kind k)
+{
+    const struct coll_algo *al = coll_algo_find(k, "hier", 4);
+    cr_assert_not_null(al);
+    static int even[512], uneven[288];
+    for (int r = 0; r < 512; r++)
+        even[r] = r / 8;
+    for (int x = 0, r = 0; x < 64; x++)
+        for (int i = 0; i <= x % 8; i++)
+            uneven[r++] = x;
+    const int *node[] = {even, uneven}, nr[] = {512, 288};
+    for (int li = 0; li < 2; li++) {
+        const int n = nr[li];
+        size_t cnts[] = {0, 1, (size_t)n - 1, (size_t)n * 2 + 1};
+        if (k == COLL_ALLGATHER || k == COLL_REDUCE_SCATTER) {
+            size_t small[] = {0, 1, 2, 7};
+            memcpy(cnts, small, sizeof(cnts));
+        }
+        for (size_t i = 0; i < 4; i++) {
+            struct check_case c = {.kind = k, .nranks = n, .root = (int)(i * 37) % n,
+                                   .in_place = (int)(i & 1), .count = cnts[i],
+                                   .dt = FC_FLOAT32, .op = FC_SUM, .node = node[li],
+                                   .nnodes = 64};
+            c.opts = (struct h_opts){.chunk = 256, .window = 2, .seed = (unsigned)i + 3};
+            run_one(al, &c);
+            c.dt = FC_INT32;
+            c.op = FC_MAX;
+            run_one(al, &c);
+        }
+    }
+}
+
+Test(hier, allreduce_at_64_nodes, .timeout = 300) { hier_big(COLL_ALLREDUCE); }
+Test(hier, bcast_at_64_nodes, .timeout = 300) { hier_big(COLL_BCAST); }
+Test(hier, reduce_at_64_nodes, .timeout = 300) { hier_big(COLL_REDUCE); }
+Test(hier, allgather_at_64_nodes, .timeout = 300) { hier_big(COLL_ALLGATHER); }
+Test(hier, reduce_scatter_at_64_nodes, .timeout = 300) { hier_big(COLL_REDUCE_SCATTER); }
+Test(hier, barrier_at_64_nodes, .timeout = 300) { hier_big(COLL_BARRIER); }
+
+Test(allgather, hier_over_node_layouts, .timeout = 300)
+{
+    extern const struct coll_algo coll_allgather_hier;
+    hier_layouts(&coll_allgather_hier);
+}
+
+Test(reduce_scatter, hier_over_node_layouts, .timeout = 300)
+{
+    extern const struct coll_algo coll_reduce_scatter_hier;
+    hier_layouts(&coll_reduce_scatter_hier);
+}
+
+Test(barrier, hier_over_node_layouts, .timeout = 300)
+{
+    extern const struct coll_algo coll_barrier_hier;
+    hier_layouts(&coll_barrier_hier);
 }
 
 ALGO_TESTS(bcast, binomial)
