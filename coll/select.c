@@ -188,6 +188,8 @@ double coll_algo_cost(const struct coll_algo *al, const struct coll_args *a,
     struct coll_cost e = *c;
     if (al->shares) {
         e.alpha += c->handoff; /* and cost() shares the CPUs per step */
+        if (e.alpha_node > 0)
+            e.alpha_node += c->handoff;
         if (e.hs > 0) /* the acknowledgement waits for the peer's turn */
             e.hs += c->handoff;
         if (e.hs_oneway > 0)
@@ -201,6 +203,8 @@ double coll_algo_cost(const struct coll_algo *al, const struct coll_args *a,
         double k = coll_share(c, a->nranks, a->nranks);
         e.alpha *= k;
         e.beta *= k;
+        e.alpha_node *= k;
+        e.beta_node *= k;
         e.gamma *= k;
         e.hs *= k;
         e.hs_oneway *= k;

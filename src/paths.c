@@ -58,9 +58,10 @@ static fc_result_t pt_progress(struct transport *t, int *ncomp)
     return rc;
 }
 
-/* Both endpoints' descriptors, when both have one; where one has none (it
- * asks for a nap or a yield), nothing to block on but that: a completion
- * on it would not wake a poll of the other's. */
+/* Both endpoints' descriptors, when both have one. Where one has none (it
+ * asks for a nap or a yield: shm), the other's descriptor still wakes the
+ * wait at once, and the nap bounds how late the first is looked at; where
+ * neither has one, the shorter nap. A yield (nap 0) wins over all. */
 static int pt_wait_prepare(struct transport *t, struct transport_wait *w)
 {
     struct paths *P = (struct paths *)t;
@@ -72,12 +73,15 @@ static int pt_wait_prepare(struct transport *t, struct transport_wait *w)
     fds = w->nfds;
     if (transport_wait_prepare(P->local, w))
         return 1;
-    int local_fd = w->nfds > fds;
-    if (!net_fd || !local_fd) {
-        int ln = w->nap_us;
-        w->nfds = 0;
-        w->nap_us = !net_fd && !local_fd ? (nap < ln ? nap : ln) : net_fd ? ln : nap;
-    }
+    int local_fd = w->nfds > fds, ln = w->nap_us;
+    if (net_fd && local_fd)
+        w->nap_us = 0;
+    else if (net_fd || local_fd)
+        w->nap_us = net_fd ? ln : nap; /* the descriptor-less one's nap */
+    else
+        w->nap_us = nap < ln ? nap : ln;
+    if ((!net_fd || !local_fd) && w->nap_us == 0)
+        w->nfds = 0; /* one asks for a yield */
     return 0;
 }
 

@@ -4,13 +4,35 @@
  * does not apply to it (transport.h), so every ops table is complete and
  * no caller tests an op for NULL. Each does the least that is correct.
  */
+#define _GNU_SOURCE /* ppoll */
 #include "transport.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "reduce.h"
+
+void transport_wait_block(struct transport_wait *w, int timeout_us)
+{
+    if (w->nfds > 0 && w->nap_us <= 0) {
+        /* rounded up to poll's milliseconds, at least one (0 would not
+         * block at all) */
+        int ms = (timeout_us + 999) / 1000;
+        poll(w->fds, (nfds_t)w->nfds, ms > 0 ? ms : 1);
+        return;
+    }
+    int us = w->nap_us > 0 && w->nap_us < timeout_us ? w->nap_us : timeout_us;
+    struct timespec ts = {us / 1000000, (long)(us > 0 ? us % 1000000 : 1) * 1000};
+    if (w->nfds > 0)
+        ppoll(w->fds, (nfds_t)w->nfds, &ts, NULL);
+    else if (w->nap_us > 0)
+        nanosleep(&ts, NULL);
+    else
+        sched_yield(); /* nothing announces work: look again soon */
+}
 
 int transport_wait_none(struct transport *t, struct transport_wait *w)
 {

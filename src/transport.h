@@ -46,14 +46,6 @@ struct transport_wait {
 #define TRANSPORT_LAYER_RAILS 1u
 #define TRANSPORT_LAYER_GPU 2u
 
-/* poll()'s timeout for a wait of timeout_us: rounded up, at least 1 ms (0
- * would not block at all). */
-static inline int transport_poll_ms(int timeout_us)
-{
-    int ms = (timeout_us + 999) / 1000;
-    return ms > 0 ? ms : 1;
-}
-
 struct xfer;
 /* status FC_SUCCESS with the received/sent length, or an error whose detail
  * the transport has recorded in errmsg of the xfer. */
@@ -178,19 +170,11 @@ static inline void transport_wait_end(struct transport *t, struct transport_wait
 }
 
 /* The second phase: blocks on what wait_prepare filled in w, for at most
- * timeout_us. Touches no transport. */
-static inline void transport_wait_block(struct transport_wait *w, int timeout_us)
-{
-    if (w->nfds > 0) {
-        poll(w->fds, (nfds_t)w->nfds, transport_poll_ms(timeout_us));
-    } else if (w->nap_us > 0) {
-        int us = w->nap_us < timeout_us ? w->nap_us : timeout_us;
-        struct timespec ts = {0, (long)(us > 0 ? us : 1) * 1000};
-        nanosleep(&ts, NULL);
-    } else {
-        sched_yield(); /* nothing announces work: look again soon */
-    }
-}
+ * timeout_us: on the descriptors, no longer than nap_us where that is set
+ * too (a wrapper of transports of which one has a descriptor and another
+ * has none: the one wakes it, the nap bounds how late it looks at the
+ * other); a nap alone; or a yield. Touches no transport. */
+void transport_wait_block(struct transport_wait *w, int timeout_us);
 
 /* Blocks for at most timeout_us or until progress may find work. lock,
  * when not NULL, is held by the caller and serialises t's progress: it is
