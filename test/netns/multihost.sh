@@ -24,6 +24,9 @@
 #
 # Cases: allreduce, broadcast and api_program pass on each topology with
 # provider tcp;ofi_rxm, N nodes, local size 2 and the veth fabric/domain;
+# the node-aware algorithms (hier, forced) pass the quick sweep and the
+# barrier test on each, every rank saying it reaches its host's other rank
+# over shm and the rest over tcp;
 # one host with FI_PROVIDER=sockets makes everybody agree on sockets;
 # a host whose tcp has only lo (FI_TCP_IFACE=lo) fails every rank promptly;
 # FI_PROVIDER=tcp on one host and sockets on another fails on every rank,
@@ -378,6 +381,11 @@ check_pass() {
             why="rank $r (host$k): local rank $lr of $ls, expected $((r % 2)) of 2"
         elif [ "$dom" != veth0 ] || [ "$fab" != "${host_net[k]}" ]; then
             why="rank $r (host$k): fabric $fab, domain $dom; expected fabric ${host_net[k]}, domain veth0"
+        elif [ "$want_paths" = 1 ] &&
+            ! grep -q "paths: the 1 other rank of node host$k over shm, the $((n - 2)) of other nodes over tcp" "$d/$r.err"; then
+            why="rank $r (host$k): no 'paths: the 1 other rank of node host$k over shm, the $((n - 2)) of other nodes over tcp' line"
+        elif [ -n "$want_algo" ] && ! grep -q "$want_algo" "$d/$r.err"; then
+            why="rank $r (host$k): no '$want_algo' line (FC_ALGO not taken)"
         fi
         [ -n "$why" ] && break
     done
@@ -423,6 +431,11 @@ check_fail() {
         result PASS "$cname" "all $n ranks failed within $slow s with the expected error"
     fi
 }
+
+# what check_pass also asks of every rank: its per-peer paths INFO line
+# (1) and a line of stderr (grep) naming the algorithm a case forces
+want_paths=0
+want_algo=""
 
 # ---- the cases ----------------------------------------------------------------
 # Each case: a topology (built on its first selected case), a job, a check.
@@ -486,6 +499,21 @@ for s in "flat2 2 flat 0" "flat4 4 flat 1" "routed2 2 routed 0" "routed4 4 route
     for prog in allreduce broadcast api_program; do
         pass_case "$prog" 45 "$prog" "tcp;ofi_rxm"
     done
+    # the node-aware (hier) algorithms, forced, over per-peer paths (shm on
+    # a host, tcp across): every element of the sweep's quick list, and the
+    # barrier's ordering
+    hier=allreduce:hier,bcast:hier,reduce:hier,allgather:hier,reduce_scatter:hier,barrier:hier
+    env=()
+    for k in $(seq 1 "$nh"); do
+        env+=("$k:FC_ALGO=$hier" "$k:FT_SWEEP=quick" "$k:FC_DEBUG_SUBSYS=INIT,COLL" "$k:FC_CHUNK_SIZE=4K")
+    done
+    want_paths=1
+    pass_case hier-sweep 120 sweep "tcp;ofi_rxm" "${env[@]}"
+    want_algo="barrier #0 (hier, 0 x uint8): chosen by FC_ALGO"
+    env2=()
+    for k in $(seq 1 "$nh"); do env2+=("$k:FC_ALGO=$hier" "$k:FC_DEBUG=TRACE" "$k:FC_DEBUG_SUBSYS=INIT,COLL"); done
+    pass_case hier-barrier 60 barrier "tcp;ofi_rxm" "${env2[@]}"
+    want_paths=0 want_algo=""
     if [ "$t" = flat2 ] || [ "$t" = routed4 ]; then
         # host 2 offers only sockets, the others everything: sockets for all
         pass_case mixed-sockets 45 api_program sockets "2:FI_PROVIDER=sockets"
