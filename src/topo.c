@@ -8,23 +8,37 @@
 #include "log.h"
 
 #ifdef HAVE_HWLOC
-#include <hwloc.h>
+#include "topo_int.h"
 
-static int load(hwloc_topology_t *t)
+fc_result_t topo_load(hwloc_topology_t *t, const char *file)
 {
     if (hwloc_topology_init(t) != 0)
-        return -1;
+        return FC_ERR(FC_ERR_SYSTEM, "hwloc_topology_init failed: %m");
     hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    const cfg_t *cfg = config_global(NULL);
-    if (cfg->topo_file[0] && hwloc_topology_set_xml(*t, cfg->topo_file) != 0) {
-        FC_WARN(LOG_TOPO, "FC_TOPO_FILE=%s is not a readable hwloc XML file (%m); using "
-                "discovery", cfg->topo_file);
+    if (file && file[0] && hwloc_topology_set_xml(*t, file) != 0) {
+        hwloc_topology_destroy(*t);
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "FC_TOPO_FILE=%s is not a readable hwloc XML topology (%m). Fix: write "
+                      "one with `lstopo --of xml FILE` on the node it describes, or unset "
+                      "FC_TOPO_FILE to use discovery",
+                      file);
     }
     if (hwloc_topology_load(*t) != 0) {
         hwloc_topology_destroy(*t);
-        return -1;
+        if (file && file[0])
+            return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                          "FC_TOPO_FILE=%s could not be loaded as an hwloc XML topology (%m). "
+                          "Fix: write one with `lstopo --of xml FILE` on the node it "
+                          "describes, or unset FC_TOPO_FILE to use discovery",
+                          file);
+        return FC_ERR(FC_ERR_SYSTEM, "hwloc could not discover this node's topology: %m");
     }
-    return 0;
+    return FC_SUCCESS;
+}
+
+static int load(hwloc_topology_t *t)
+{
+    return topo_load(t, config_global(NULL)->topo_file) == FC_SUCCESS ? 0 : -1;
 }
 
 static int is_gpu(hwloc_obj_t o)
@@ -60,7 +74,7 @@ void topo_print(FILE *fp, int verbose)
 {
     hwloc_topology_t t;
     if (load(&t) != 0) {
-        fprintf(fp, "  hwloc could not read the topology\n");
+        fprintf(fp, "  hwloc could not read the topology: %s\n", err_get());
         return;
     }
     fprintf(fp, "  %d NUMA node(s), %d core(s), %d hardware thread(s)\n",
