@@ -41,11 +41,16 @@ static int in_list(const char *list, const char *word)
     return 0;
 }
 
+/* A domain other than the one the rank's topology prefers: less than a
+ * fabric other than the agreed one or the rendezvous's, so that neither is
+ * ever given up for a nearer NIC. */
+#define DOMAIN_PENALTY 40
+
 /* Lower is better; -1: not allowed by FC_IFACE / FC_NICS, or loopback
  * across nodes. root_src: the source address towards the rendezvous, or
- * NULL. */
+ * NULL. dom_pref: the domain to prefer, or NULL. */
 static int score(const cfg_t *cfg, const struct fi_info *fi, int nnodes, const char *hint,
-                 const struct sockaddr_storage *root_src)
+                 const char *dom_pref, const struct sockaddr_storage *root_src)
 {
     const char *dom = fi->domain_attr->name ? fi->domain_attr->name : "";
     const char *fab = fi->fabric_attr->name ? fi->fabric_attr->name : "";
@@ -57,6 +62,8 @@ static int score(const cfg_t *cfg, const struct fi_info *fi, int nnodes, const c
     int s = fabric_penalty(fab);
     if (hint && hint[0] && strcmp(hint, fab) != 0)
         s += 100;
+    if (dom_pref && dom_pref[0] && strcmp(dom_pref, dom) != 0)
+        s += DOMAIN_PENALTY;
     int lo = prov_is_loopback(fi);
     if (nnodes == 1 && !lo)
         s += 5;
@@ -106,7 +113,7 @@ static void shm_remove_stale(void)
 }
 
 fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char *fabric_hint,
-                      struct prov_ep **out, void *addr, size_t *addrlen)
+                      const char *domain_pref, struct prov_ep **out, void *addr, size_t *addrlen)
 {
     fc_result_t rc = FC_SUCCESS;
     struct fi_info *hints = NULL, *list = NULL;
@@ -161,7 +168,7 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
         if (dl < sizeof(domains) && !strstr(domains, fi->domain_attr->name))
             dl += (size_t)snprintf(domains + dl, sizeof(domains) - dl, "%s%s", dl ? ", " : "",
                                    fi->domain_attr->name);
-        int s = score(cfg, fi, nnodes, fabric_hint, have_root ? &root_src : NULL);
+        int s = score(cfg, fi, nnodes, fabric_hint, domain_pref, have_root ? &root_src : NULL);
         if (s < 0)
             continue;
         if (!best || s < best_score) {
@@ -307,7 +314,7 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
         cfg_t plain = *cfg;
         plain.gdr = CFG_GDR_OFF;
         prov_close(p);
-        rc = prov_open(&plain, name, nnodes, fabric_hint, out, addr, addrlen);
+        rc = prov_open(&plain, name, nnodes, fabric_hint, domain_pref, out, addr, addrlen);
         if (rc == FC_SUCCESS)
             snprintf((*out)->hmem_why, sizeof((*out)->hmem_why), "%s", why);
         return rc;

@@ -316,6 +316,31 @@ fc_result_t prov_discover(const cfg_t *cfg, struct prov_list *out)
     return FC_SUCCESS;
 }
 
+int prov_domains(const char *name, char (*out)[PROV_NAME_LEN], int max)
+{
+    struct fi_info *h = prov_hints(0), *info = NULL;
+    if (!h)
+        return 0;
+    h->fabric_attr->prov_name = strdup(name);
+    int ret = fi_getinfo(FC_FI_VERSION, NULL, NULL, 0, h, &info);
+    fi_freeinfo(h);
+    if (ret)
+        return 0;
+    int n = 0;
+    for (struct fi_info *fi = info; fi && n < max; fi = fi->next) {
+        const char *d = fi->domain_attr ? fi->domain_attr->name : NULL;
+        if (!d || !fi->fabric_attr->prov_name || strcmp(fi->fabric_attr->prov_name, name) != 0)
+            continue;
+        int dup = 0;
+        for (int k = 0; k < n && !dup; k++)
+            dup = strcmp(out[k], d) == 0;
+        if (!dup)
+            snprintf(out[n++], PROV_NAME_LEN, "%s", d);
+    }
+    fi_freeinfo(info);
+    return n;
+}
+
 static int list_has(const struct prov_list *l, const char *name)
 {
     for (uint32_t i = 0; i < l->n; i++)

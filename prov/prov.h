@@ -64,12 +64,20 @@ fc_result_t prov_agree(const struct prov_list *lists, int nranks, int nnodes,
 
 struct prov_ep;
 
-/* Opens the endpoint for provider `name` on this rank. mine is this rank's
- * list (used to pick the fabric/domain: one all ranks share if possible,
- * else loopback on a single node, else the first non-loopback one).
- * Writes the endpoint address into addr (PROV_ADDR_MAX bytes). */
+/* Opens the endpoint for provider `name` on this rank: on fabric_hint where
+ * it has it (the one all ranks share), else loopback on a single node,
+ * else the fabric that reaches the rendezvous, else the first
+ * non-loopback one; among those, on domain_pref where it can (NULL or "":
+ * no preference; the NIC nearest the rank, topo_nic_order). Writes the
+ * endpoint address into addr (PROV_ADDR_MAX bytes). */
 fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char *fabric_hint,
-                      struct prov_ep **out, void *addr, size_t *addrlen);
+                      const char *domain_pref, struct prov_ep **out, void *addr,
+                      size_t *addrlen);
+/* The domains (NICs; interfaces for tcp) provider `name` offers, each
+ * once, in fi_getinfo's order: up to max into out; returns their number (0
+ * when fi_getinfo finds none). Unlike prov_discover's list, not capped per
+ * provider. */
+int prov_domains(const char *name, char (*out)[PROV_NAME_LEN], int max);
 /* addrs: nranks blobs of PROV_ADDR_MAX bytes; names: "host:pid" per rank
  * for error messages; only: NULL, or nonzero for the ranks this endpoint
  * reaches (the others are not inserted: another endpoint reaches them). */

@@ -59,12 +59,19 @@ static int host_present(void)
     return 0;
 }
 
+static void host_current_gpu(char *buf, size_t len)
+{
+    if (len)
+        buf[0] = '\0';
+}
+
 const struct comm_device comm_host_only = {
     .route = host_route,
     .order_after_caller = host_order,
     .stream_start_ready = host_stream_start,
     .release = host_release,
     .present = host_present,
+    .current_gpu = host_current_gpu,
 };
 
 /* ---- the family's shared state ---------------------------------------------- */

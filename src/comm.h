@@ -72,6 +72,9 @@ struct comm_device {
     void (*release)(struct comm_shared *sh);
     /* A GPU is here (device tuning, FC_TUNE_MEMORY=auto). */
     int (*present)(void);
+    /* The PCI bus id of the GPU whose context is current in the calling
+     * thread, "" where none is: the rank's NIC is the one nearest it. */
+    void (*current_gpu)(char *buf, size_t len);
 };
 extern const struct comm_device comm_host_only;
 

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "paths.h"
 #include "rails.h"
+#include "topo.h"
 
 /* ---- what ranks tell each other --------------------------------------------- */
 
@@ -243,7 +244,8 @@ static fc_result_t exchange_addrs(struct boot *b, const struct rank_info *infos,
  * reason. */
 static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct boot *b,
                               const struct rank_info *infos, const char *choice, int nnodes,
-                              const char *fabric, char (*pnames)[64], int any_hmem)
+                              const char *fabric, char (*pnames)[64], int any_hmem,
+                              const char (*nic)[PROV_NAME_LEN], int nnic)
 {
     int n = c->size, k = 1;
     sh->nrails = 1;
@@ -269,8 +271,10 @@ static fc_result_t open_rails(struct comm_shared *sh, struct fc_comm *c, struct 
         if (am.status == FC_SUCCESS) {
             size_t alen = 0;
             sh->nrails = i + 1; /* closed with the rest, half-built or not */
-            fc_result_t orc = prov_open(&c->cfg, choice, nnodes, fabric, &sh->rail_ep[i],
-                                        am.addr, &alen);
+            /* with several NICs, the rails of a rank go one per NIC */
+            fc_result_t orc = prov_open(&c->cfg, choice, nnodes, fabric,
+                                        nnic ? nic[i % nnic] : NULL, &sh->rail_ep[i], am.addr,
+                                        &alen);
             am.len = (uint32_t)alen;
             if (orc != FC_SUCCESS) {
                 am.status = orc;
@@ -358,7 +362,7 @@ static fc_result_t open_local_path(struct comm_setup *st, struct fc_comm *c,
         pn[r] = st->pnames[r];
     }
     size_t alen = 0;
-    fc_result_t orc = prov_open(&c->cfg, "shm", 1, NULL, &sh->local_ep, am.addr, &alen);
+    fc_result_t orc = prov_open(&c->cfg, "shm", 1, NULL, NULL, &sh->local_ep, am.addr, &alen);
     am.len = (uint32_t)alen;
     if (orc != FC_SUCCESS) {
         am.status = orc;
@@ -540,6 +544,48 @@ fc_result_t comm_setup_agree(struct comm_setup *st)
     return rc;
 }
 
+/* This rank's NICs for the agreed provider, nearest first, into st->nic:
+ * for an RDMA provider, every domain it offers, ordered by the node's
+ * topology (FC_TOPO_FILE or discovery) from the GPU whose context is
+ * current here, else from the rank's CPU binding; equally near ones dealt
+ * over the node's ranks by local rank. tcp keeps FC_IFACE and the
+ * rendezvous's subnet (prov_open), shm has one domain: no order. */
+static fc_result_t nic_order(struct comm_setup *st, struct fc_comm *c,
+                             const struct comm_device *dev)
+{
+    st->nnic = 0;
+    if (prov_tier_of(st->choice) < FC_TIER_RDMA)
+        return FC_SUCCESS;
+    char doms[TOPO_NIC_MAX][PROV_NAME_LEN];
+    const char *names[TOPO_NIC_MAX];
+    _Static_assert(sizeof(st->infos[0].cpumask) == TOPO_CPU_WORDS * sizeof(uint64_t),
+                   "rank_info's CPU mask is topo_nic_order's");
+    int nd = prov_domains(st->choice, doms, TOPO_NIC_MAX);
+    if (nd == 1)
+        FC_INFO(LOG_TOPO | LOG_NET, "NIC %s: the only one %s offers here", doms[0], st->choice);
+    if (nd <= 1)
+        return FC_SUCCESS; /* nothing to choose (prov_open says what is wrong) */
+    for (int i = 0; i < nd; i++)
+        names[i] = doms[i];
+    char gpu[32] = "";
+    dev->current_gpu(gpu, sizeof(gpu));
+    struct topo_nic order[TOPO_NIC_MAX];
+    int k = 0;
+    fc_result_t rc = topo_nic_order(c->cfg.topo_file, names, nd, gpu,
+                                    st->infos[st->me].cpumask, st->local_rank, c->cfg.nics,
+                                    order, &k);
+    if (rc != FC_SUCCESS)
+        return rc;
+    for (int i = 0; i < k && i < COMM_MAX_RAILS; i++)
+        snprintf(st->nic[i], sizeof(st->nic[i]), "%.*s", PROV_NAME_LEN - 1, order[i].name);
+    st->nnic = k < COMM_MAX_RAILS ? k : COMM_MAX_RAILS;
+    if (k)
+        FC_INFO(LOG_TOPO | LOG_NET, "NIC %s (%s, local rank %d%s%s): %s", order[0].name,
+                topo_class_name(order[0].cls), st->local_rank, gpu[0] ? ", GPU " : "", gpu,
+                order[0].why);
+    return FC_SUCCESS;
+}
+
 /* Opens sh's endpoint of the agreed provider and tells every rank its
  * address (or why it has none); rank 0's chunk and, where the ranks
  * differ, no RMA rendezvous for all. */
@@ -550,8 +596,18 @@ static fc_result_t open_endpoint(struct comm_setup *st, struct fc_comm *c, struc
     struct addr_info am;
     memset(&am, 0, sizeof(am));
     size_t alen = 0;
-    fc_result_t rc = prov_open(&c->cfg, st->choice, st->nnodes, st->fabric, &sh->ep, am.addr,
-                               &alen);
+    fc_result_t rc = nic_order(st, c, sh->dev);
+    if (rc == FC_SUCCESS)
+        rc = prov_open(&c->cfg, st->choice, st->nnodes, st->fabric,
+                       st->nnic ? st->nic[0] : NULL, &sh->ep, am.addr, &alen);
+    if (rc == FC_SUCCESS && st->nnic) {
+        fc_comm_attr_t at;
+        prov_describe(sh->ep, &at);
+        if (strcmp(at.domain, st->nic[0]) != 0)
+            FC_INFO(LOG_TOPO | LOG_NET, "%s opened on %s, not the nearest NIC %s: the "
+                    "fabric all ranks share (%s) decides first",
+                    st->choice, at.domain, st->nic[0], st->fabric[0] ? st->fabric : "none");
+    }
     if (rc != FC_SUCCESS) {
         am.status = rc;
         snprintf(am.err, sizeof(am.err), "%s", err_get());
@@ -612,7 +668,7 @@ fc_result_t comm_setup_endpoints(struct comm_setup *st, struct fc_comm *c, struc
         goto out;
     sh->tp = prov_transport(sh->ep);
     rc = open_rails(sh, c, st->b, st->infos, st->choice, st->nnodes, st->fabric, st->pnames,
-                    any_hmem);
+                    any_hmem, (const char(*)[PROV_NAME_LEN])st->nic, st->nnic);
     if (rc == FC_SUCCESS)
         rc = open_local_path(st, c, sh);
     if (rc != FC_SUCCESS)

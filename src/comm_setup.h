@@ -29,6 +29,10 @@ struct comm_setup {
     int tune_device; /* every rank asked for device tuning (FC_TUNE_MEMORY) */
     char choice[PROV_NAME_LEN], fabric[PROV_FABRIC_LEN];
     char why[512]; /* the providers passed over, and why */
+    /* this rank's NICs for an RDMA provider, nearest first (topo_nic_order):
+     * rail i opens on nic[i % nnic]; nnic 0: no preference (tcp, shm) */
+    char nic[COMM_MAX_RAILS][PROV_NAME_LEN];
+    int nnic;
 };
 
 /* Zeroes st and allocates its per-rank arrays and c's (hosts, host_pid). */

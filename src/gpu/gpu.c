@@ -357,6 +357,28 @@ void gpu_pci_id(int device, char *buf, size_t len)
         gpu_cu.cuDeviceGetPCIBusId(buf, (int)len, dev);
 }
 
+void gpu_current_pci_id(char *buf, size_t len)
+{
+    if (!len)
+        return;
+    buf[0] = '\0';
+    /* the driver only if something in this process has loaded it; asked
+     * before cuInit, it answers CUDA_ERROR_NOT_INITIALIZED and stays so */
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!lib)
+        return;
+    CUresult (*get_ctx)(CUcontext *) = (CUresult(*)(CUcontext *))dlsym(lib, "cuCtxGetCurrent");
+    CUresult (*get_dev)(CUdevice *) = (CUresult(*)(CUdevice *))dlsym(lib, "cuCtxGetDevice");
+    CUresult (*get_bus)(char *, int, CUdevice) =
+        (CUresult(*)(char *, int, CUdevice))dlsym(lib, "cuDeviceGetPCIBusId");
+    CUcontext ctx = NULL;
+    CUdevice dev;
+    if (get_ctx && get_dev && get_bus && get_ctx(&ctx) == CUDA_SUCCESS && ctx &&
+        get_dev(&dev) == CUDA_SUCCESS && get_bus(buf, (int)len, dev) != CUDA_SUCCESS)
+        buf[0] = '\0';
+    dlclose(lib);
+}
+
 int gpu_on_device(const void *p)
 {
     struct gpu_ptr g;

@@ -143,5 +143,10 @@ void gpu_copy_ways(int ways);
 
 /* The device's PCI bus id, for logs. */
 void gpu_pci_id(int device, char *buf, size_t len);
+/* The PCI bus id ("0000:41:00.0") of the device whose context is current in
+ * the calling thread, "" when none is (or CUDA is not in use). Never loads
+ * or initialises the driver, nor creates or changes a context: a process
+ * that has not used CUDA stays without it. */
+void gpu_current_pci_id(char *buf, size_t len);
 
 #endif /* FC_GPU_H */

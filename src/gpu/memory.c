@@ -122,4 +122,5 @@ const struct comm_device gpu_device_hooks = {
     .stream_start_ready = gpu_queue_start_ready,
     .release = device_release,
     .present = device_present,
+    .current_gpu = gpu_current_pci_id,
 };

@@ -85,4 +85,5 @@ void gpu_copy_ways(int w) { (void)w; }
 fc_result_t gpu_stage_copy(int d, void *s, void *t, const void *f, void *p, size_t l, int i)
 { (void)d; (void)s; (void)t; (void)f; (void)p; (void)l; (void)i; return nocuda(); }
 void gpu_pci_id(int d, char *b, size_t l) { (void)d; snprintf(b, l, "-"); }
+void gpu_current_pci_id(char *b, size_t l) { if (l) b[0] = '\0'; }
 int gpu_on_device(const void *p) { (void)p; return 0; }

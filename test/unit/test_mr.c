@@ -24,7 +24,7 @@ static struct prov_ep *open_ep(size_t cache_max, cfg_t *cfg)
     struct prov_ep *p = NULL;
     char addr[PROV_ADDR_MAX];
     size_t alen;
-    fc_result_t rc = prov_open(cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen);
+    fc_result_t rc = prov_open(cfg, "tcp;ofi_rxm", 1, "", NULL, &p, addr, &alen);
     cr_assert_eq(rc, FC_SUCCESS, "cannot open tcp: %s", fc_last_error());
     return p;
 }
@@ -177,20 +177,20 @@ Test(mr, protocol_switch)
     char addr[PROV_ADDR_MAX];
     size_t alen;
     struct prov_ep *p = NULL;
-    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
     size_t provider_limit = p->info->tx_attr->inject_size;
     cr_assert_gt(provider_limit, 32);
     prov_close(p);
     cfg.eager_max = 32;
-    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
     cr_assert_eq(p->inject_size, 32, "FC_EAGER_MAX=32 gave %zu", p->inject_size);
     prov_close(p);
     cfg.proto = CFG_PROTO_EAGER;
-    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
     cr_assert_eq(p->inject_size, provider_limit, "FC_PROTO=eager gave %zu", p->inject_size);
     prov_close(p);
     cfg.proto = CFG_PROTO_RNDV;
-    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", &p, addr, &alen), FC_SUCCESS);
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
     cr_assert_eq(p->inject_size, 0, "FC_PROTO=rndv still injects %zu bytes", p->inject_size);
     prov_close(p);
 }
@@ -211,7 +211,7 @@ Test(mr, stale_shm_files_are_removed)
     char addr[PROV_ADDR_MAX];
     size_t alen;
     struct prov_ep *p = NULL;
-    fc_result_t rc = prov_open(&cfg, "shm", 1, "", &p, addr, &alen);
+    fc_result_t rc = prov_open(&cfg, "shm", 1, "", NULL, &p, addr, &alen);
     cr_assert_eq(rc, FC_SUCCESS, "shm did not open over a stale file: %s", fc_last_error());
     prov_close(p);
     cr_assert_neq(access(path, F_OK), 0, "%s is still there", path);
@@ -229,7 +229,7 @@ static void open_pair(struct pair *pr, const char *prov, cfg_t *cfg)
     memset(addrs, 0, sizeof(addrs));
     for (int i = 0; i < 2; i++) {
         size_t alen;
-        fc_result_t rc = prov_open(cfg, prov, 1, "", &pr->ep[i], addrs + i * PROV_ADDR_MAX, &alen);
+        fc_result_t rc = prov_open(cfg, prov, 1, "", NULL, &pr->ep[i], addrs + i * PROV_ADDR_MAX, &alen);
         cr_assert_eq(rc, FC_SUCCESS, "cannot open %s: %s", prov, fc_last_error());
     }
     const char *names[2] = {"self-0", "self-1"};
@@ -535,21 +535,21 @@ Test(rndv, protocol_switch)
     const char *provs[2] = {"tcp;ofi_rxm", "shm"};
     for (int i = 0; i < 2; i++) {
         cfg.proto = CFG_PROTO_AUTO;
-        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", &p, addr, &alen), FC_SUCCESS);
+        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
         cr_assert_eq(p->rndv_min, 0, "%s: rendezvous from %zu by default", provs[i],
                      p->rndv_min);
         prov_close(p);
         cfg.proto = CFG_PROTO_RNDV;
-        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", &p, addr, &alen), FC_SUCCESS);
+        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
         cr_assert_eq(p->rndv_min, 1, "%s: FC_PROTO=rndv gave %zu", provs[i], p->rndv_min);
         prov_close(p);
         cfg.proto = CFG_PROTO_EAGER;
         cfg.rndv_min = 4096;
-        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", &p, addr, &alen), FC_SUCCESS);
+        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
         cr_assert_eq(p->rndv_min, 0, "%s: FC_PROTO=eager still uses it", provs[i]);
         prov_close(p);
         cfg.proto = CFG_PROTO_AUTO;
-        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", &p, addr, &alen), FC_SUCCESS);
+        cr_assert_eq(prov_open(&cfg, provs[i], 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
         cr_assert_eq(p->rndv_min, 4096, "%s: FC_RNDV_MIN=4096 gave %zu", provs[i],
                      p->rndv_min);
         prov_close(p);
