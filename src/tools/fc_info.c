@@ -29,8 +29,11 @@ static const char usage[] =
     "\n"
     "Shows what fabcoll sees on this node: libfabric providers with their tier on\n"
     "the ladder (gdr > rdma > shm > net), capabilities and memory-registration\n"
-    "modes; GPUs, NICs and NUMA nodes; and checks the usual causes of failed or\n"
-    "slow jobs (locked-memory limit, /dev/shm space, missing providers).\n"
+    "modes; GPUs, NICs and NUMA nodes; the NIC map: for each local rank (one per\n"
+    "GPU, else one per NUMA node) the NIC it would use with an RDMA provider, the\n"
+    "nearest to its GPU or CPUs (PIX same PCI switch, PXB, PHB same host bridge,\n"
+    "NODE same NUMA node, SYS other socket); and checks the usual causes of failed\n"
+    "or slow jobs (locked-memory limit, /dev/shm space, missing providers).\n"
     "\n"
     "Options:\n"
     "  (none)              summary: version, providers, topology, checks\n"
@@ -47,7 +50,8 @@ static const char usage[] =
     "  -h, --help          this text\n"
     "\n"
     "Settings are read from the environment (fc_info -e lists them). FI_PROVIDER\n"
-    "narrows the providers exactly as it does for fabcoll programs.\n";
+    "narrows the providers exactly as it does for fabcoll programs; FC_TOPO_FILE\n"
+    "(an `lstopo --of xml` export) replaces discovery, FC_NICS narrows the map.\n";
 
 static int check_line(const char *status, const char *what, const char *detail, const char *fix)
 {
@@ -240,6 +244,42 @@ static void print_tuner(const char *prov, int n)
     }
 }
 
+/* The NIC each local rank would use: one per GPU of the node (local rank i
+ * on GPU i), or per NUMA node without GPUs; over the RDMA providers'
+ * domains where there are any, else the NICs hwloc reports. */
+static void print_nic_map(const cfg_t *cfg)
+{
+    struct prov_list l;
+    char doms[TOPO_NIC_MAX][PROV_NAME_LEN];
+    const char *names[TOPO_NIC_MAX];
+    int n = 0;
+    if (prov_discover(cfg, &l) == FC_SUCCESS)
+        for (uint32_t i = 0; i < l.n && n < TOPO_NIC_MAX; i++) {
+            int seen = l.c[i].tier < FC_TIER_RDMA;
+            for (uint32_t k = 0; k < i && !seen; k++)
+                seen = !strcmp(l.c[k].name, l.c[i].name);
+            if (seen)
+                continue;
+            char d[TOPO_NIC_MAX][PROV_NAME_LEN];
+            int nd = prov_domains(l.c[i].name, d, TOPO_NIC_MAX);
+            for (int j = 0; j < nd && n < TOPO_NIC_MAX; j++) {
+                int dup = 0;
+                for (int k = 0; k < n && !dup; k++)
+                    dup = !strcmp(doms[k], d[j]);
+                if (!dup) {
+                    memcpy(doms[n], d[j], sizeof(doms[n]));
+                    names[n] = doms[n];
+                    n++;
+                }
+            }
+        }
+    printf("  from %s; the NICs of %s%s%s\n",
+           cfg->topo_file[0] ? "FC_TOPO_FILE" : "hwloc discovery",
+           n ? "the RDMA providers" : "hwloc (no RDMA provider)",
+           cfg->nics[0] ? ", FC_NICS=" : "", cfg->nics);
+    topo_print_nic_map(stdout, cfg->topo_file, names, n, cfg->nics);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -325,6 +365,8 @@ int main(int argc, char **argv)
     prov_print_info(stdout, verbose);
     printf("\nTopology:\n");
     topo_print(stdout, verbose);
+    printf("\nNIC map (the NIC each local rank would use, its distance class, why):\n");
+    print_nic_map(cfg);
     printf("\nChecks:\n");
     int f = run_checks(cfg, verbose);
     printf("\nfc_info -e lists the FC_* settings; fc_info -t -p shm -n 8 shows the tuner's "
