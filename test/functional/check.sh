@@ -112,6 +112,12 @@ if "$here/paths_test.sh"; then
 else
     summary+=("per-peer paths: FAILED"); total_fail=$((total_fail + 1))
 fi
+echo "=== fc_info NIC map"
+if "$here/nic_map_test.sh"; then
+    summary+=("fc_info NIC map: passed"); total_pass=$((total_pass + 1))
+else
+    summary+=("fc_info NIC map: FAILED"); total_fail=$((total_fail + 1))
+fi
 echo "=== fc_perf --table"
 if "$here/perf_table.sh"; then
     summary+=("fc_perf --table: passed"); total_pass=$((total_pass + 1))
