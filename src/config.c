@@ -58,7 +58,8 @@ static const struct row rows[] = {
      "talk over shm and ranks of different nodes over the network provider (two endpoints "
      "per rank); single: one provider for every peer."},
     {"FC_NICS", T_STR, NULL, F(nics), NULL, S_USER,
-     "Comma list of NICs (libfabric domains, e.g. mlx5_0,mlx5_1) an RDMA provider may use."},
+     "Comma list of NICs (libfabric domains, e.g. mlx5_0,mlx5_1) an RDMA provider may use; "
+     "each rank opens the one nearest its GPU (else its CPUs)."},
     {"FC_GDR", T_ENUM, "auto", F(gdr), "auto,on,off", S_USER,
      "Device buffers: auto = register them with the provider when it reports FI_HMEM, else "
      "stage through pinned host memory; on = require that (error if impossible); off = always "
@@ -123,7 +124,8 @@ static const struct row rows[] = {
     {"FC_TUNE_FILE", T_STR, NULL, F(tune_file), NULL, S_USER,
      "File of size-range rules: lines 'collective min_bytes max_bytes algorithm'."},
     {"FC_TOPO_FILE", T_STR, NULL, F(topo_file), NULL, S_USER,
-     "Topology file used instead of hwloc discovery."},
+     "hwloc XML topology (lstopo --of xml) used instead of discovery, for the choice of "
+     "each rank's NIC and fc_info; a file that does not load is an error."},
     {"FC_SPIN", T_INT, "0", F(spin), NULL, S_USER,
      "Completion-queue polls before a waiting rank yields its CPU (then it sleeps, so "
      "oversubscribed ranks do not starve each other). 0 = auto: 2000, or 1 (yield at once) "
