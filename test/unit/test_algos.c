@@ -394,6 +394,50 @@ static void hier_big(enum coll_kind k)
     }
 }
 
+/* hier allreduce's step across nodes takes a ring at few nodes or large
+ * slices and a tree otherwise: both at 5, 6 and 9 nodes (uneven, odd
+ * node counts), with slices just below, at and above the ring's threshold
+ * (8 KiB per node of a slice), an odd count, every op on float32. */
+Test(hier, allreduce_ring_and_tree_across_nodes, .timeout = 300)
+{
+    static int l5[10], l6[15], l9[18];
+    for (int r = 0; r < 10; r++)
+        l5[r] = r / 2; /* 5 nodes of 2 */
+    for (int r = 0; r < 15; r++)
+        l6[r] = r < 3 ? 0 : 1 + (r - 3) % 5 + (r >= 13); /* 3, then interleaved */
+    for (int r = 0; r < 18; r++)
+        l9[r] = r % 9; /* 9 nodes of 2, interleaved */
+    static const struct {
+        const int *node;
+        int n, m;
+    } lay[] = {{l5, 10, 5}, {l6, 15, 6}, {l9, 18, 9}};
+    const struct coll_algo *al = coll_algo_find(COLL_ALLREDUCE, "hier", 4);
+    cr_assert_not_null(al);
+    for (size_t li = 0; li < 3; li++) {
+        struct coll_nodes N;
+        struct coll_args a = {.kind = COLL_ALLREDUCE, .nranks = lay[li].n, .count = 1,
+                              .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4,
+                              .node = lay[li].node, .nnodes = lay[li].m};
+        cr_assert_eq(coll_nodes_make(&a, &N), 0);
+        const size_t lmax = (size_t)N.lmax, m = (size_t)lay[li].m;
+        coll_nodes_free(&N);
+        /* a slice of len bytes: len = count / lmax * 4; the ring from
+         * m * 8192 bytes */
+        const size_t at = lmax * m * 2048;
+        const size_t cnts[] = {3, at - lmax - 1, at + 1, at * 2 + 7};
+        for (size_t i = 0; i < 4; i++)
+            for (int oi = 0; oi < 5; oi++) {
+                struct check_case c = {.kind = COLL_ALLREDUCE, .nranks = lay[li].n,
+                                       .in_place = (int)((i + (size_t)oi) & 1),
+                                       .count = cnts[i], .dt = FC_FLOAT32, .op = all_op[oi],
+                                       .node = lay[li].node, .nnodes = lay[li].m};
+                c.opts = (struct h_opts){.chunk = i == 3 ? 8192 : 0, .window = 2,
+                                         .seed = (unsigned)(li * 5 + i + 1)};
+                run_one(al, &c);
+            }
+    }
+}
+
 Test(hier, allreduce_at_64_nodes, .timeout = 300) { hier_big(COLL_ALLREDUCE); }
 Test(hier, bcast_at_64_nodes, .timeout = 300) { hier_big(COLL_BCAST); }
 Test(hier, reduce_at_64_nodes, .timeout = 300) { hier_big(COLL_REDUCE); }
