@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Joins the CSVs of compare_mpi.sh: busbw per size for every configuration,
-fabcoll/MPI (or fabcoll/NCCL with --gpu) ratios, 8-byte latencies, the seed
-article's latency table, and busbw.png (busbw_gpu.png).
-Usage: report.py [--gpu] OUTDIR CONFIG..."""
+"""Joins the CSVs of compare_mpi.sh (compare_nccl.sh with --gpu,
+compare_hosts.sh with --hosts): busbw per size for every configuration,
+fabcoll/MPI (fabcoll/NCCL) ratios, 8-byte latencies, the seed article's
+latency table (not with --hosts), and busbw.png (busbw_gpu.png).
+Usage: report.py [--gpu | --hosts] OUTDIR CONFIG..."""
 import csv
 import os
 import statistics
@@ -40,15 +41,31 @@ def human(b):
 HOST_PAIRS = [("fabcoll-shm", "ompi-vader"), ("fabcoll-tcp", "ompi-tcp"), ("fabcoll-tcp", "ompi-ofi-tcp")]
 GPU_PAIRS = [("fabcoll-staged-shm", "nccl-socket"), ("fabcoll-staged-tcp", "nccl-socket"),
              ("fabcoll-gdr-shm", "nccl-nvlink")]
+HOSTS_PAIRS = [("fabcoll-paths", "ompi"), ("fabcoll-paths", "fabcoll-flat")]
+
+
+def seed_table(cfgs, data, gpu):
+    """The seed article's table: allreduce latency (ms) at 256 KiB, 1 MiB, 16 MiB."""
+    print("\nSeed article's table (allreduce latency, ms), this machine:")
+    slow, fast = ("fabcoll-staged-tcp", "fabcoll-gdr-shm" if "fabcoll-gdr-shm" in cfgs else "fabcoll-staged-shm") \
+        if gpu else ("fabcoll-tcp", "fabcoll-shm")
+    print(f"{'message':>8} | " + " | ".join(f"{c[-12:]:>12}" for c in cfgs) + f" | {fast} speed-up over {slow}")
+    for s in (256 << 10, 1 << 20, 16 << 20):
+        t = {c: data[c].get(("allreduce", s), (None,))[0] for c in cfgs}
+        sp = (t[slow] / t[fast]) if t.get(slow) and t.get(fast) else None
+        print(f"{human(s):>8} | " + " | ".join(f"{v / 1000:12.3f}" if v else f"{'-':>12}" for v in t.values()) +
+              (f" | {sp:.1f}x" if sp else " | -"))
 
 
 def main():
-    gpu = len(sys.argv) > 1 and sys.argv[1] == "--gpu"
-    args = sys.argv[2:] if gpu else sys.argv[1:]
+    mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in ("--gpu", "--hosts") else ""
+    gpu, hosts = mode == "--gpu", mode == "--hosts"
+    args = sys.argv[2:] if mode else sys.argv[1:]
     out, cfgs = args[0], args[1:]
     data = {c: load(os.path.join(out, c + ".csv")) for c in cfgs if os.path.exists(os.path.join(out, c + ".csv"))}
     cfgs = [c for c in cfgs if data.get(c)]
-    pairs = [(a, b) for a, b in (GPU_PAIRS if gpu else HOST_PAIRS) if a in cfgs and b in cfgs]
+    pairs = [(a, b) for a, b in (GPU_PAIRS if gpu else HOSTS_PAIRS if hosts else HOST_PAIRS)
+             if a in cfgs and b in cfgs]
     for coll in ("allreduce", "bcast"):
         sizes = sorted({s for c in cfgs for (k, s) in data[c] if k == coll})
         if not sizes:
@@ -57,7 +74,7 @@ def main():
         print(f"\n{coll}: busbw in GB/s (nccl-tests definition), {n} ranks; ratio = fabcoll / "
               + ("NCCL" if gpu else "MPI"))
         head = f"{'size':>10} " + " ".join(f"{c[-13:]:>13}" for c in cfgs) + " " + \
-            " ".join(f"{(a.split('-')[-1] + '/' + b.split('-', 1)[1])[-13:]:>13}" for a, b in pairs)
+            " ".join(f"{(a.split('-')[-1] + '/' + b.split('-', 1)[-1])[-13:]:>13}" for a, b in pairs)
         print(head)
         for s in sizes:
             vals = {c: busbw(coll, s, data[c][(coll, s)][0], n) if (coll, s) in data[c] else None for c in cfgs}
@@ -73,16 +90,8 @@ def main():
     lat = {c: data[c].get(("allreduce", 8), (None,))[0] for c in cfgs}
     print("\n8-byte allreduce, median us: " + ", ".join(f"{c} {v:.2f}" for c, v in lat.items() if v))
 
-    # the seed article's table: allreduce latency (ms) at 256 KiB, 1 MiB, 16 MiB
-    print("\nSeed article's table (allreduce latency, ms), this machine:")
-    slow, fast = ("fabcoll-staged-tcp", "fabcoll-gdr-shm" if "fabcoll-gdr-shm" in cfgs else "fabcoll-staged-shm") \
-        if gpu else ("fabcoll-tcp", "fabcoll-shm")
-    print(f"{'message':>8} | " + " | ".join(f"{c[-12:]:>12}" for c in cfgs) + f" | {fast} speed-up over {slow}")
-    for s in (256 << 10, 1 << 20, 16 << 20):
-        t = {c: data[c].get(("allreduce", s), (None,))[0] for c in cfgs}
-        sp = (t[slow] / t[fast]) if t.get(slow) and t.get(fast) else None
-        print(f"{human(s):>8} | " + " | ".join(f"{v / 1000:12.3f}" if v else f"{'-':>12}" for v in t.values()) +
-              (f" | {sp:.1f}x" if sp else " | -"))
+    if not hosts:
+        seed_table(cfgs, data, gpu)
 
     try:
         import matplotlib
@@ -98,7 +107,8 @@ def main():
             ax.set_xscale("log", base=2)
             ax.set_xlabel("message size (bytes)")
             ax.set_ylabel("busbw (GB/s)")
-            ax.set_title(f"{coll}, float32, {n} ranks" + (", GPU buffers" if gpu else ""))
+            ax.set_title(f"{coll}, float32, {n} ranks" + (", GPU buffers" if gpu else "")
+                         + (", across hosts" if hosts else ""))
             ax.grid(True, alpha=0.3)
             ax.legend()
         fig.tight_layout()
