@@ -18,12 +18,14 @@
 #
 # Topologies: 2 and 4 hosts on one subnet (10.77.0.K/24 behind a bridge in
 # the switch namespace) and on distinct subnets (10.77.K.1/24, routed by the
-# switch namespace, 10.77.K.254). Two ranks per host. The 4-host ones also
+# switch namespace, 10.77.K.254). Two ranks per host, and one uneven job of
+# 3 hosts on one subnet with 3, 1 and 2 ranks. The 4-host ones also
 # give every host a host-local network (cni0, 10.0.0.1/16 everywhere, as
 # docker0/virbr0/cni0 do) that the ranks must not pick.
 #
 # Cases: allreduce, broadcast and api_program pass on each topology with
-# provider tcp;ofi_rxm, N nodes, local size 2 and the veth fabric/domain;
+# provider tcp;ofi_rxm, N nodes, local size 2 and the veth fabric/domain
+# (and on 3 hosts of 3, 1 and 2 ranks, local sizes 3, 1, 2);
 # the node-aware algorithms (hier, forced) pass the quick sweep and the
 # barrier test on each, every rank saying it reaches its host's other rank
 # over shm and the rest over tcp;
@@ -185,6 +187,19 @@ result() { # PASS|FAIL|SKIP name reason
 # sets: topo, nhosts, mode, hostlocal, host_ip[k], host_net[k], sw
 topo_up() {
     topo=$1 nhosts=$2 mode=$3 hostlocal=${4:-0}
+    # ranks per host (a comma list; 2 on every host by default): rank r
+    # runs on host rank_host[r] as its local rank rank_local[r]
+    local lay=${5:-} k i r=0
+    IFS=, read -r -a per_host <<<"${lay:-$(printf '2,%.0s' $(seq 1 "$nhosts"))}"
+    per_host=(0 "${per_host[@]}") # 1-based like the hosts
+    rank_host=() rank_local=()
+    for k in $(seq 1 "$nhosts"); do
+        for i in $(seq 0 $((per_host[k] - 1))); do
+            rank_host[r]=$k rank_local[r]=$i
+            r=$((r + 1))
+        done
+    done
+    jobn=$r
     sw=${P}${topo}sw
     host_ip=() host_net=()
     ip netns add "$sw" || return 1
@@ -279,8 +294,7 @@ run_job() {
     local extra=("$@")
     local d=$work/$cname
     mkdir -p "$d"
-    local n=$((nhosts * 2))
-    jobn=$n
+    local n=$jobn
     # the rendezvous: host 1, advertising its veth address
     ip netns exec "${P}${topo}h1" unshare --uts sh -c 'hostname host1; exec "$@"' sh \
         "$fc_run" --serve --address "${host_ip[1]}" -t $((limit + 10)) >"$d/server.out" 2>"$d/server.err" &
@@ -306,7 +320,8 @@ run_job() {
         for e in "${extra[@]}"; do
             [ "${e%%:*}" = "$k" ] && envs+=("${e#*:}")
         done
-        for r in $((2 * (k - 1))) $((2 * (k - 1) + 1)); do
+        for r in $(seq 0 $((n - 1))); do
+            [ "${rank_host[r]}" = "$k" ] || continue
             (
                 t0=$EPOCHREALTIME
                 timeout -k 3 "$limit" ip netns exec "${P}${topo}h$k" \
@@ -330,7 +345,7 @@ run_job() {
         rc[r]=$a
         secs[r]=$(awk -v b="$b" -v c="$c" 'BEGIN { printf "%.1f", c - b }')
         if [ $verbose = 1 ]; then
-            echo "  --- $cname rank $r (host$((r / 2 + 1))): exit ${rc[r]} after ${secs[r]} s"
+            echo "  --- $cname rank $r (host${rank_host[r]}): exit ${rc[r]} after ${secs[r]} s"
             sed 's/^/  | /' "$d/$r.out" "$d/$r.err"
         fi
     done
@@ -342,11 +357,17 @@ info_line() { # dir rank n
     grep -m1 "comm .* rank $2 of $3: provider " "$1/$2.err"
 }
 
+# the per-peer paths INFO line of a rank on host k of an n-rank job
+paths_line() {
+    local o=$((per_host[$1] - 1))
+    echo "paths: the $o other rank$([ $o = 1 ] || echo s) of node host$1 over shm, the $(($2 - o - 1)) of other nodes over tcp"
+}
+
 # check_pass CASE PROVIDER: every rank exited 0 and said the right things
 check_pass() {
     local cname=$1 want_prov=$2 d=$work/$1 n=$jobn r line k why=""
     for r in $(seq 0 $((n - 1))); do
-        k=$((r / 2 + 1))
+        k=${rank_host[r]}
         if [ "${rc[r]}" = 77 ]; then
             result SKIP "$cname" "rank $r: $(tail -n1 "$d/$r.err" | head -c 200)"
             return
@@ -371,19 +392,18 @@ check_pass() {
         fab=$(sed -n 's/.*, fabric \([^,]*\), domain .*/\1/p' <<<"$line")
         dom=$(sed -n 's/.*, domain \([^)]*\)); .*/\1/p' <<<"$line")
         nn=$(sed -n 's/.*); \([0-9]*\) nodes\{0,1\}, local rank.*/\1/p' <<<"$line")
-        lr=$(sed -n 's/.* local rank \([0-9]*\) of [0-9]*;.*/\1/p' <<<"$line")
-        ls=$(sed -n 's/.* local rank [0-9]* of \([0-9]*\);.*/\1/p' <<<"$line")
+        lr=$(sed -n 's/.* local rank \([0-9]*\) of [0-9]*[ ;].*/\1/p' <<<"$line")
+        ls=$(sed -n 's/.* local rank [0-9]* of \([0-9]*\)[ ;].*/\1/p' <<<"$line")
         if [ "$prov" != "$want_prov" ]; then
             why="rank $r (host$k): provider '$prov', expected '$want_prov'"
         elif [ "$nn" != "$nhosts" ]; then
             why="rank $r (host$k): $nn nodes, expected $nhosts"
-        elif [ "$ls" != 2 ] || [ "$lr" != $((r % 2)) ]; then
-            why="rank $r (host$k): local rank $lr of $ls, expected $((r % 2)) of 2"
+        elif [ "$ls" != "${per_host[k]}" ] || [ "$lr" != "${rank_local[r]}" ]; then
+            why="rank $r (host$k): local rank $lr of $ls, expected ${rank_local[r]} of ${per_host[k]}"
         elif [ "$dom" != veth0 ] || [ "$fab" != "${host_net[k]}" ]; then
             why="rank $r (host$k): fabric $fab, domain $dom; expected fabric ${host_net[k]}, domain veth0"
-        elif [ "$want_paths" = 1 ] &&
-            ! grep -q "paths: the 1 other rank of node host$k over shm, the $((n - 2)) of other nodes over tcp" "$d/$r.err"; then
-            why="rank $r (host$k): no 'paths: the 1 other rank of node host$k over shm, the $((n - 2)) of other nodes over tcp' line"
+        elif [ "$want_paths" = 1 ] && ! grep -q "$(paths_line "$k" "$n")" "$d/$r.err"; then
+            why="rank $r (host$k): no '$(paths_line "$k" "$n")' line"
         elif [ -n "$want_algo" ] && ! grep -q "$want_algo" "$d/$r.err"; then
             why="rank $r (host$k): no '$want_algo' line (FC_ALGO not taken)"
         fi
@@ -407,7 +427,7 @@ check_fail() {
     local cname=$1 maxs=$2 d=$work/$1 n=$jobn r k why="" p slow=0
     shift 2
     for r in $(seq 0 $((n - 1))); do
-        k=$((r / 2 + 1))
+        k=${rank_host[r]}
         if [ "${rc[r]}" = 0 ]; then
             why="rank $r (host$k) exited 0: $(info_line "$d" "$r" "$n" | sed 's/.*: provider/provider/' | head -c 200)"
         elif [ "${rc[r]}" = 124 ] || [ "${rc[r]}" = 137 ]; then
@@ -492,10 +512,12 @@ fail_case() {
     fi
 }
 
-for s in "flat2 2 flat 0" "flat4 4 flat 1" "routed2 2 routed 0" "routed4 4 routed 1"; do
+for s in "flat2 2 flat 0" "flat4 4 flat 1" "routed2 2 routed 0" "routed4 4 routed 1" \
+    "uneven3 3 flat 0 3,1,2"; do
     read -r -a spec <<<"$s"
     t=${spec[0]} nh=${spec[1]}
     where="${nh}hosts-$([ "${spec[2]}" = flat ] && echo samesubnet || echo routed)"
+    [ -n "${spec[4]:-}" ] && where="${nh}hosts-${spec[4]//,/-}ranks"
     for prog in allreduce broadcast api_program; do
         pass_case "$prog" 45 "$prog" "tcp;ofi_rxm"
     done
