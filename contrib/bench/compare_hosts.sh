@@ -26,7 +26,9 @@
 # Then a last stage runs a few 32 MiB allreduces per configuration and
 # reads host 1's link counters: the bytes one call sends and receives
 # across a host's link, against S (the message size), and the time per
-# call against the time those bytes need at RATE.
+# call against the time those bytes need at RATE; a first row, plain-tcp,
+# sends S each way between hosts 1 and 2 at once over plain sockets: what
+# these links give at best. TBF_LATENCY (default 50ms) sets tbf's queue.
 #
 # Usage: compare_hosts.sh [-b BUILDDIR] [-H HOSTS] [-L RANKS_PER_HOST]
 #            [-e MAXBYTES] [-f FACTOR] [-i ITERS] [-w WARMUP] [-r ROUNDS]
@@ -58,7 +60,7 @@ while getopts "b:H:L:e:f:i:w:r:s:d:x:o:h" o; do
     d) delay=$OPTARG ;;
     x) fcenv+=(-x "$OPTARG") ;;
     o) out=$OPTARG ;;
-    *) sed -n '3,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '3,41p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 for tool in mpicc mpirun python3 ip tc unshare; do
