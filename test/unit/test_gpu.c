@@ -19,6 +19,7 @@
 #include "coll.h"
 #include "gpu.h"
 #include "gpu_tp.h"
+#include "log.h"
 #include "reduce.h"
 #include "transport_loop.h"
 
@@ -552,6 +553,25 @@ Test(gpu, gdr_tier_direct_and_staged_chunks, .timeout = 120)
     static const char *const cases[][2] = {{"allreduce", "ring"}, {"allreduce", "rd"},
                                            {"bcast", "chain"}};
     run_cases(cases, sizeof(cases) / sizeof(cases[0]), 2, 4, 1);
+}
+
+/* The GPU whose CUDA context is current at fc_comm_init names the NIC an
+ * RDMA provider opens on: nothing while no driver is loaded or no context
+ * is current (fabcoll never loads the driver or makes a context for this),
+ * the device's PCI bus id once one is current. */
+Test(gpu, current_pci_id_follows_the_current_context)
+{
+    char bus[32] = "x", want[32] = "";
+    gpu_current_pci_id(bus, sizeof(bus));
+    cr_assert_str_empty(bus, "no CUDA driver loaded yet, yet '%s'", bus);
+    need_gpu();
+    gpu_current_pci_id(bus, sizeof(bus));
+    cr_assert_str_empty(bus, "the driver loaded but no context current, yet '%s'", bus);
+    cr_assert_eq(gpu_set_device(0), FC_SUCCESS, "%s", err_get());
+    gpu_current_pci_id(bus, sizeof(bus));
+    gpu_pci_id(0, want, sizeof(want));
+    cr_assert(want[0] && want[0] != '-', "GPU 0 has no PCI bus id: '%s'", want);
+    cr_assert_str_eq(bus, want, "current context on GPU 0: '%s', expected '%s'", bus, want);
 }
 
 Test(gpu, host_pointers_are_host)
