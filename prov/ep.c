@@ -28,19 +28,6 @@ static int fabric_penalty(const char *f)
     return strchr(f, ':') ? 10 : 0;
 }
 
-static int in_list(const char *list, const char *word)
-{
-    size_t wl = strlen(word);
-    for (const char *p = list; p && *p;) {
-        const char *c = strchr(p, ',');
-        size_t l = c ? (size_t)(c - p) : strlen(p);
-        if (l == wl && strncmp(p, word, l) == 0)
-            return 1;
-        p = c ? c + 1 : NULL;
-    }
-    return 0;
-}
-
 /* A domain other than the one the rank's topology prefers: less than a
  * fabric other than the agreed one or the rendezvous's, so that neither is
  * ever given up for a nearer NIC. */
@@ -55,9 +42,9 @@ static int score(const cfg_t *cfg, const struct fi_info *fi, int nnodes, const c
     const char *dom = fi->domain_attr->name ? fi->domain_attr->name : "";
     const char *fab = fi->fabric_attr->name ? fi->fabric_attr->name : "";
     fc_tier_t tier = prov_tier_of(fi->fabric_attr->prov_name);
-    if (tier == FC_TIER_NET && cfg->iface[0] && !in_list(cfg->iface, dom))
+    if (tier == FC_TIER_NET && cfg->iface[0] && !config_list_has(cfg->iface, dom))
         return -1;
-    if (tier == FC_TIER_RDMA && cfg->nics[0] && !in_list(cfg->nics, dom))
+    if (tier == FC_TIER_RDMA && cfg->nics[0] && !config_list_has(cfg->nics, dom))
         return -1;
     int s = fabric_penalty(fab);
     if (hint && hint[0] && strcmp(hint, fab) != 0)

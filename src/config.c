@@ -230,6 +230,23 @@ int config_parse_size(const char *s, size_t *out)
     return 0;
 }
 
+int config_list_has(const char *list, const char *word)
+{
+    size_t wl = strlen(word);
+    for (const char *p = list; p && *p;) {
+        const char *c = strchr(p, ',');
+        size_t l = c ? (size_t)(c - p) : strlen(p);
+        while (l && *p == ' ')
+            p++, l--;
+        while (l && p[l - 1] == ' ')
+            l--;
+        if (l == wl && strncmp(p, word, l) == 0)
+            return 1;
+        p = c ? c + 1 : NULL;
+    }
+    return 0;
+}
+
 int config_parse_double(const char *s, double *out)
 {
     if (!s || !*s)

@@ -95,6 +95,9 @@ const cfg_t *config_global(fc_result_t *status);
 /* Parsers shared with tools; return 0 on success. */
 int config_parse_size(const char *s, size_t *out);   /* "64K", "1M", "2g", "4096" */
 int config_parse_double(const char *s, double *out);
+/* Whether the comma list (FC_NICS, FC_IFACE) names word, spaces around
+ * an item ignored ("mlx5_0, mlx5_1"). */
+int config_list_has(const char *list, const char *word);
 
 /* Prints the table: name, type, default, current value, help. */
 void config_print_table(void *file, int verbose);

@@ -41,16 +41,29 @@ static int load(hwloc_topology_t *t)
     return topo_load(t, config_global(NULL)->topo_file) == FC_SUCCESS ? 0 : -1;
 }
 
-static int is_gpu(hwloc_obj_t o)
+int topo_is_gpu(hwloc_obj_t o)
 {
     return o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ||
            o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC;
 }
 
-static int is_nic(hwloc_obj_t o)
+int topo_is_nic(hwloc_obj_t o)
 {
     return o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS ||
            o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK;
+}
+
+hwloc_obj_t topo_pci_of(hwloc_obj_t o)
+{
+    while (o && o->type != HWLOC_OBJ_PCI_DEVICE && hwloc_obj_type_is_io(o->type))
+        o = o->parent;
+    return o && o->type == HWLOC_OBJ_PCI_DEVICE ? o : NULL;
+}
+
+void topo_bus_string(hwloc_obj_t pci, char *buf, size_t len)
+{
+    snprintf(buf, len, "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
+             pci->attr->pcidev.dev, pci->attr->pcidev.func);
 }
 
 int topo_summary(struct topo_summary *s)
@@ -63,7 +76,7 @@ int topo_summary(struct topo_summary *s)
     s->cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
     s->pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
     for (hwloc_obj_t o = hwloc_get_next_osdev(t, NULL); o; o = hwloc_get_next_osdev(t, o)) {
-        s->gpus += is_gpu(o);
+        s->gpus += topo_is_gpu(o);
         s->nics += o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
     }
     hwloc_topology_destroy(t);
@@ -82,23 +95,20 @@ void topo_print(FILE *fp, int verbose)
             hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE), hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU));
     int shown = 0;
     for (hwloc_obj_t o = hwloc_get_next_osdev(t, NULL); o; o = hwloc_get_next_osdev(t, o)) {
-        if (!is_gpu(o) && !is_nic(o))
+        if (!topo_is_gpu(o) && !topo_is_nic(o))
             continue;
         if (!verbose && o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && o->name &&
             strcmp(o->name, "lo") == 0)
             continue;
         char bus[32] = "-";
-        hwloc_obj_t pci = o->parent;
-        while (pci && pci->type != HWLOC_OBJ_PCI_DEVICE)
-            pci = pci->parent;
+        hwloc_obj_t pci = topo_pci_of(o);
         if (pci)
-            snprintf(bus, sizeof(bus), "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain,
-                     pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+            topo_bus_string(pci, bus, sizeof(bus));
         hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, o);
         char cpus[64] = "-";
         if (anc && anc->cpuset)
             hwloc_bitmap_list_snprintf(cpus, sizeof(cpus), anc->cpuset);
-        fprintf(fp, "  %-4s %-12s pci %-14s near cpus %s\n", is_gpu(o) ? "GPU" : "NIC",
+        fprintf(fp, "  %-4s %-12s pci %-14s near cpus %s\n", topo_is_gpu(o) ? "GPU" : "NIC",
                 o->name ? o->name : "?", bus, cpus);
         shown++;
     }

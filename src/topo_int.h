@@ -17,4 +17,13 @@
  * silent fall back to discovery. */
 fc_result_t topo_load(hwloc_topology_t *t, const char *file);
 
+/* OS devices: a GPU (or CUDA coprocessor); a NIC (RDMA device or network
+ * interface). */
+int topo_is_gpu(hwloc_obj_t o);
+int topo_is_nic(hwloc_obj_t o);
+/* The PCI device an OS device belongs to (NULL: none, a virtual one), and
+ * its bus id as "dddd:bb:dd.f". */
+hwloc_obj_t topo_pci_of(hwloc_obj_t o);
+void topo_bus_string(hwloc_obj_t pci, char *buf, size_t len);
+
 #endif /* FC_TOPO_INT_H */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "build_config.h"
+#include "config.h"
 #include "log.h"
 
 static const char *const class_names[] = {"PIX", "PXB", "PHB", "NODE", "SYS", "UNKNOWN"};
@@ -26,23 +27,6 @@ const char *topo_class_name(enum topo_class c)
     return (unsigned)c <= TOPO_UNKNOWN ? class_names[c] : "?";
 }
 
-static int in_list(const char *list, const char *word)
-{
-    size_t wl = strlen(word);
-    for (const char *p = list; p && *p;) {
-        const char *c = strchr(p, ',');
-        size_t l = c ? (size_t)(c - p) : strlen(p);
-        while (l && *p == ' ')
-            p++, l--;
-        while (l && p[l - 1] == ' ')
-            l--;
-        if (l == wl && strncmp(p, word, l) == 0)
-            return 1;
-        p = c ? c + 1 : NULL;
-    }
-    return 0;
-}
-
 /* The candidates FC_NICS allows, in their order, into out (TOPO_NIC_MAX at
  * most, duplicates dropped); an error when it allows none. */
 static fc_result_t filter_names(const char *const *names, int n, const char *filter,
@@ -50,7 +34,8 @@ static fc_result_t filter_names(const char *const *names, int n, const char *fil
 {
     int k = 0;
     for (int i = 0; i < n && k < TOPO_NIC_MAX; i++) {
-        if (!names[i] || !names[i][0] || (filter && filter[0] && !in_list(filter, names[i])))
+        if (!names[i] || !names[i][0] ||
+            (filter && filter[0] && !config_list_has(filter, names[i])))
             continue;
         int dup = 0;
         for (int j = 0; j < k && !dup; j++)
@@ -114,32 +99,12 @@ static void sort_by_class(struct topo_nic *out, int n)
 #ifdef HAVE_HWLOC
 #include "topo_int.h"
 
-static int is_nic(hwloc_obj_t o)
-{
-    return o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS ||
-           o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK;
-}
-
-static int is_gpu(hwloc_obj_t o)
-{
-    return o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU ||
-           o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC;
-}
-
 static hwloc_obj_t find_nic(hwloc_topology_t t, const char *name)
 {
     for (hwloc_obj_t o = hwloc_get_next_osdev(t, NULL); o; o = hwloc_get_next_osdev(t, o))
-        if (is_nic(o) && o->name && strcmp(o->name, name) == 0)
+        if (topo_is_nic(o) && o->name && strcmp(o->name, name) == 0)
             return o;
     return NULL;
-}
-
-/* The PCI device an OS device belongs to (NULL: none, a virtual one). */
-static hwloc_obj_t pci_of(hwloc_obj_t o)
-{
-    while (o && o->type != HWLOC_OBJ_PCI_DEVICE && hwloc_obj_type_is_io(o->type))
-        o = o->parent;
-    return o && o->type == HWLOC_OBJ_PCI_DEVICE ? o : NULL;
 }
 
 static int is_host_bridge(hwloc_obj_t o)
@@ -188,7 +153,7 @@ static enum topo_class cpu_class(hwloc_obj_t a)
 
 static void classify_gpu(hwloc_obj_t gpu, const char *bus, hwloc_obj_t nic, struct topo_nic *e)
 {
-    hwloc_obj_t np = pci_of(nic);
+    hwloc_obj_t np = topo_pci_of(nic);
     hwloc_obj_t a = common_ancestor(gpu, np ? np : nic);
     if (a && a->type == HWLOC_OBJ_BRIDGE && np) {
         if (is_host_bridge(a)) {
@@ -288,12 +253,6 @@ fc_result_t topo_nic_order(const char *file, const char *const *names, int n,
     return FC_SUCCESS;
 }
 
-static void bus_string(hwloc_obj_t pci, char *buf, size_t len)
-{
-    snprintf(buf, len, "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
-             pci->attr->pcidev.dev, pci->attr->pcidev.func);
-}
-
 static void map_line(FILE *fp, hwloc_topology_t t, const char *slot, const char *gpu_bus,
                      hwloc_const_bitmap_t cpus, int spread, struct topo_nic *cand, int n)
 {
@@ -335,12 +294,12 @@ void topo_print_nic_map(FILE *fp, const char *file, const char *const *names, in
         int slots = 0;
         hwloc_obj_t last = NULL;
         for (hwloc_obj_t o = hwloc_get_next_osdev(t, NULL); o; o = hwloc_get_next_osdev(t, o)) {
-            hwloc_obj_t pci = is_gpu(o) ? pci_of(o) : NULL;
+            hwloc_obj_t pci = topo_is_gpu(o) ? topo_pci_of(o) : NULL;
             if (!pci || pci == last)
                 continue; /* one slot per GPU, whatever names it has */
             last = pci;
             char bus[32], slot[64];
-            bus_string(pci, bus, sizeof(bus));
+            topo_bus_string(pci, bus, sizeof(bus));
             snprintf(slot, sizeof(slot), "GPU %s", bus);
             map_line(fp, t, slot, bus, NULL, slots++, cand, nc);
         }
