@@ -15,8 +15,69 @@
 #include "comm.h"
 
 #include <pthread.h>
+#include <stdio.h>
 
 #include "log.h"
+
+/* ---- the call's signature (sched_sign) --------------------------------------
+ * 63..60 collective | 59..56 datatype | 55..53 op (reductions) | 52..36 root
+ * (rooted collectives, mod 2^17) | 35..0 count (mod 2^36). */
+static int coll_reduces(enum coll_kind k)
+{
+    return k == COLL_ALLREDUCE || k == COLL_REDUCE || k == COLL_REDUCE_SCATTER;
+}
+
+static int coll_rooted(enum coll_kind k)
+{
+    return k == COLL_BCAST || k == COLL_REDUCE;
+}
+
+static uint64_t coll_signature(const struct coll_args *a)
+{
+    uint64_t op = coll_reduces(a->kind) ? (uint64_t)a->op : 0;
+    uint64_t root = coll_rooted(a->kind) ? (uint64_t)a->root : 0;
+    uint64_t count = a->kind == COLL_BARRIER ? 0 : (uint64_t)a->count;
+    return (uint64_t)a->kind << 60 | ((uint64_t)a->dt & 0xf) << 56 | (op & 0x7) << 53 |
+           (root & 0x1ffff) << 36 | (count & 0xfffffffffull);
+}
+
+static void coll_signature_desc(uint64_t sig, char *buf, size_t len)
+{
+    enum coll_kind k = (enum coll_kind)(sig >> 60);
+    if (k >= COLL_NKINDS) {
+        snprintf(buf, len, "an unknown call (%#llx)", (unsigned long long)sig);
+        return;
+    }
+    if (k == COLL_BARRIER) {
+        snprintf(buf, len, "barrier");
+        return;
+    }
+    int n = snprintf(buf, len, "%s of %llu x %s", coll_kind_name(k),
+                     (unsigned long long)(sig & 0xfffffffffull),
+                     reduce_dt_name((int)((sig >> 56) & 0xf)));
+    if (n < 0 || (size_t)n >= len)
+        return;
+    if (coll_reduces(k))
+        n += snprintf(buf + n, len - (size_t)n, " (%s)", reduce_op_name((int)((sig >> 53) & 0x7)));
+    if (n >= 0 && (size_t)n < len && coll_rooted(k))
+        snprintf(buf + n, len - (size_t)n, ", root %d", (int)((sig >> 36) & 0x1ffff));
+}
+
+/* The most bytes one message of the call may carry, from what every rank of
+ * an agreeing call shares: the whole vector, or n blocks of count. */
+static size_t coll_message_bound(const struct coll_args *a)
+{
+    size_t v = a->count * a->esize;
+    if (a->kind == COLL_ALLGATHER || a->kind == COLL_REDUCE_SCATTER || a->kind == COLL_ALLTOALL)
+        v *= (size_t)a->nranks;
+    return v;
+}
+
+/* Messages up to this many bytes are not held back for the signature: a
+ * receive of another length fails on every provider without harm (shm
+ * copies them through its inject buffers), and their collectives cost no
+ * extra round. */
+#define SIGN_GATE_MIN 4096
 
 /* A request that has not run is freed under the family's lock: its
  * scratch is the family's, and the route's on_end (if any) runs then. */
@@ -88,7 +149,10 @@ static fc_result_t build_from(struct fc_comm *c, struct comm_call *call, const c
         const struct coll_algo *al = call->algo;
         r->s.coll_name = coll_kind_name(a->kind);
         r->s.algo_name = al->name;
+        r->s.sig_desc = coll_signature_desc;
         rc = al->build(&r->s, a);
+        if (rc == FC_SUCCESS && coll_message_bound(a) > SIGN_GATE_MIN)
+            rc = sched_sign(&r->s, a->rank, coll_signature(a), SIGN_GATE_MIN);
         if (rc != FC_SUCCESS) {
             free_locked(c, r);
             return rc;

@@ -131,6 +131,74 @@ int sched_expect_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int 
     return with_value(s, sched_recv(s, peer, tag, sbuf(R_NONE, 0), sizeof(uint64_t)), v, what);
 }
 
+fc_result_t sched_sign(struct sched *s, int rank, uint64_t sig, size_t gate_min)
+{
+    if (s->build_err != FC_SUCCESS || s->nranks <= 1)
+        return s->build_err;
+    /* the peers, in the order the builder first meets them; expect[peer]:
+     * the index of the value step that receives the peer's signature */
+    int *expect = malloc(sizeof(int) * (size_t)s->nranks);
+    if (!expect)
+        return s->build_err = FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a signature");
+    for (int r = 0; r < s->nranks; r++)
+        expect[r] = -1;
+    uint32_t n = s->nsteps, k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int op = s->steps[i].op, peer = s->steps[i].peer;
+        if ((op == SOP_SEND || op == SOP_RECV) && !s->steps[i].value && peer >= 0 &&
+            peer < s->nranks && expect[peer] < 0) {
+            expect[peer] = (int)k + 1;
+            k += 2;
+        }
+    }
+    /* and the ranks next to this one: any disagreement then has two
+     * neighbours that disagree, so at least two ranks name it, whatever
+     * the algorithm's peers */
+    for (int d = -1; k > 0 && d <= 1 && rank >= 0 && rank < s->nranks; d += 2) {
+        int peer = (rank + d + s->nranks) % s->nranks;
+        if (peer != rank && expect[peer] < 0) {
+            expect[peer] = (int)k + 1;
+            k += 2;
+        }
+    }
+    if (k == 0) {
+        free(expect);
+        return FC_SUCCESS;
+    }
+    /* the value steps go first (a step depends only on earlier ones): the
+     * builder's steps and edges move up by k */
+    if (grow((void **)&s->steps, &s->cap_steps, n + k, sizeof(*s->steps))) {
+        free(expect);
+        return s->build_err = FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a signature");
+    }
+    memmove(s->steps + k, s->steps, (size_t)n * sizeof(*s->steps));
+    memset(s->steps, 0, (size_t)k * sizeof(*s->steps));
+    s->nsteps = n + k;
+    for (uint32_t e = 0; e < s->nedges; e++) {
+        s->edges[e].step += k;
+        s->edges[e].pred += k;
+    }
+    for (int r = 0; r < s->nranks; r++) {
+        if (expect[r] < 0)
+            continue;
+        for (int j = expect[r] - 1; j <= expect[r]; j++) {
+            struct sched_step *st = &s->steps[j];
+            st->op = j == expect[r] ? SOP_RECV : SOP_SEND;
+            st->len = sizeof(uint64_t);
+            st->peer = r;
+            st->tag = 0;
+            st->value = SV_SIGNATURE;
+            st->val = sig;
+        }
+    }
+    for (uint32_t i = k; i < n + k; i++)
+        if (s->steps[i].op == SOP_SEND && s->steps[i].len > gate_min && s->steps[i].peer >= 0 &&
+            s->steps[i].peer < s->nranks && expect[s->steps[i].peer] >= 0)
+            sched_dep(s, (int)i, expect[s->steps[i].peer], 0);
+    free(expect);
+    return s->build_err;
+}
+
 int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
                  size_t len)
 {
@@ -420,6 +488,20 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));
         int sends = st->value == SV_SEND_COUNT;
+        if (st->value == SV_SIGNATURE) {
+            char mine[160], theirs[160];
+            if (s->sig_desc) {
+                s->sig_desc(st->val, mine, sizeof(mine));
+                s->sig_desc(st->got, theirs, sizeof(theirs));
+            } else {
+                snprintf(mine, sizeof(mine), "%#llx", (unsigned long long)st->val);
+                snprintf(theirs, sizeof(theirs), "%#llx", (unsigned long long)st->got);
+            }
+            sched_fail(s, FC_ERR_INVALID_ARGUMENT,
+                       "%s: %s called %s where this rank called %s: every rank must make the "
+                       "same call (collective, count, datatype, op and root)",
+                       s->coll_name, pd, theirs, mine);
+        } else
         sched_fail(s, FC_ERR_INVALID_ARGUMENT,
                    "%s: %s %s %llu bytes where this %s %llu: the counts (times the datatypes' "
                    "sizes) of a send and its receive must be equal",
@@ -506,7 +588,10 @@ static void try_issue(struct sched *s, uint32_t i)
         x->chunk = k;
         x->len = chunk_len(s, st, k);
         x->peer = st->peer < 0 ? -1 : s->env.peer_map ? s->env.peer_map[st->peer] : st->peer;
-        x->tag = s->env.tag_base | ((uint64_t)st->tag << 12) | (k & XFER_TAG_CHUNK_MASK);
+        uint64_t base = s->env.tag_base;
+        if (st->value == SV_SIGNATURE)
+            base = (base & ~(3ull << 46)) | (TAG_KIND_SIG << 46);
+        x->tag = base | ((uint64_t)st->tag << 12) | (k & XFER_TAG_CHUNK_MASK);
         x->is_send = st->op == SOP_SEND;
         x->delivery = s->env.delivery;
         x->errmsg = NULL;

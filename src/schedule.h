@@ -44,6 +44,7 @@
 #define TAG_KIND_COLL 0ull
 #define TAG_KIND_P2P 1ull
 #define TAG_KIND_CTRL 2ull
+#define TAG_KIND_SIG 3ull /* a collective's signature exchange (sched_sign), same sequence */
 #define TAG_STEP_MAX 0xffffu
 #define TAG_SEQ_MASK 0x3ffffull
 static inline uint64_t tag_base(uint32_t comm_id, uint64_t kind, uint64_t seq)
@@ -52,7 +53,7 @@ static inline uint64_t tag_base(uint32_t comm_id, uint64_t kind, uint64_t seq)
 }
 
 enum sched_region { R_NONE = 0, R_SEND, R_RECV, R_SCRATCH, R_NREGIONS };
-enum sched_value { SV_NONE = 0, SV_SEND_COUNT, SV_RECV_COUNT };
+enum sched_value { SV_NONE = 0, SV_SEND_COUNT, SV_RECV_COUNT, SV_SIGNATURE };
 enum sched_op { SOP_SEND, SOP_RECV, SOP_REDUCE, SOP_COPY, SOP_SCALE, SOP_REDUCE_ALL, SOP_NOP };
 
 struct sched_buf {
@@ -126,6 +127,9 @@ struct sched {
     size_t esize;
     int nranks;               /* divisor for SCALE */
     const char *coll_name, *algo_name;
+    /* Writes what a signature (sched_sign) stands for, "allreduce of 4 x
+     * float32 (sum)"; NULL: its hexadecimal value. */
+    void (*sig_desc)(uint64_t sig, char *buf, size_t len);
     fc_result_t build_err;
     /* binding and run state (the engine's) */
     void *base[R_NREGIONS];
@@ -170,6 +174,19 @@ int sched_wait_signal(struct sched *s, int peer, uint32_t tag);
  * point messages of more than one chunk exchange their counts this way. */
 int sched_send_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what);
 int sched_expect_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int what);
+/* The call's signature (what this rank believes the call is: collective,
+ * count, datatype, op, root), exchanged with every peer of the schedule
+ * before any message of more than gate_min bytes goes out: each rank sends
+ * sig to each peer it exchanges messages with and to the ranks next to it
+ * (rank +- 1; so a disagreement is always seen by two neighbours) on value
+ * steps with tags of kind TAG_KIND_SIG, and expects each one's to equal its
+ * own; every send longer than gate_min waits for its peer's. Ranks that disagree fail with
+ * FC_ERR_INVALID_ARGUMENT naming both signatures (s->sig_desc), before a
+ * long message could meet a receive of another length (which libfabric's
+ * shm cannot survive). The caller decides whether to sign from what all
+ * ranks of an agreeing call share, never from this rank's own steps.
+ * Returns FC_SUCCESS or s->build_err. */
+fc_result_t sched_sign(struct sched *s, int rank, uint64_t sig, size_t gate_min);
 int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
                  size_t len);
 int sched_copy(struct sched *s, struct sched_buf dst, struct sched_buf src, size_t len);

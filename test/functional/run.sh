@@ -69,6 +69,7 @@ all_tests=(
     "barrier|job|1|"
     "sendrecv|job|2|"
     "p2p_mismatch|job|2|FC_CHUNK_SIZE=64K"
+    "coll_mismatch|job|2|FC_TIMEOUT=2"
     "nonblocking|job|1|"
     "split|job|1|"
     "api_program|job|1|"
