@@ -76,7 +76,9 @@ FC_API fc_result_t fc_comm_init_rank(fc_comm_t *comm, int nranks,
 #define FC_SPLIT_NOCOLOR (-1)
 /* Collective over comm; NOCOLOR gives *newcomm = NULL. */
 FC_API fc_result_t fc_comm_split(fc_comm_t comm, int color, int key, fc_comm_t *newcomm);
-/* Collective in normal use; NULL is a no-op. */
+/* Collective in normal use; NULL is a no-op. Using a communicator after it
+ * was destroyed or aborted, or destroying it a second time, is undefined
+ * (the handle points at freed memory). */
 FC_API fc_result_t fc_comm_destroy(fc_comm_t comm);
 /* Local, never blocks on peers; the handle is invalid afterwards. */
 FC_API fc_result_t fc_comm_abort(fc_comm_t comm);

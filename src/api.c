@@ -65,6 +65,23 @@ static fc_result_t check_buf(const void *p, size_t bytes, size_t esize, const ch
     return FC_SUCCESS;
 }
 
+/* sendbuf and recvbuf must be the same (the in-place form; for allgather
+ * and reduce-scatter: this rank's block of the larger buffer) or disjoint:
+ * buffers that partly overlap would be read after they were written. */
+static fc_result_t check_overlap(const void *sendbuf, size_t sbytes, const void *recvbuf,
+                                 size_t rbytes, int in_place)
+{
+    if (in_place || !sendbuf || !recvbuf || sbytes == 0 || rbytes == 0)
+        return FC_SUCCESS;
+    uintptr_t s = (uintptr_t)sendbuf, r = (uintptr_t)recvbuf;
+    if (s < r + rbytes && r < s + sbytes)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "sendbuf %p (%zu bytes) and recvbuf %p (%zu bytes) partly overlap: pass "
+                      "disjoint buffers, or the same pointer for the call's in-place form",
+                      sendbuf, sbytes, recvbuf, rbytes);
+    return FC_SUCCESS;
+}
+
 static fc_result_t check_rank(int r, int size, const char *what)
 {
     if (r < 0 || r >= size)
@@ -132,7 +149,9 @@ static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count
         (rc = check_op(op)) != FC_SUCCESS ||
         (rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
         (rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS ||
-        (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
+        (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS ||
+        (rc = check_overlap(sendbuf, count * es, recvbuf, count * es, sendbuf == recvbuf)) !=
+            FC_SUCCESS)
         return rc;
     struct coll_args a = args_of(comm, COLL_ALLREDUCE, count, dt, op, 0, es, sendbuf == recvbuf);
     return run(comm, &a, sendbuf, recvbuf, h);
@@ -164,7 +183,9 @@ static fc_result_t do_broadcast(const void *sendbuf, void *recvbuf, size_t count
         (rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
         (comm->rank == root &&
          (rc = check_buf(sendbuf, count * es, es, "sendbuf (at the root)")) != FC_SUCCESS) ||
-        (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
+        (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS ||
+        (comm->rank == root && (rc = check_overlap(sendbuf, count * es, recvbuf, count * es,
+                                                   sendbuf == recvbuf)) != FC_SUCCESS))
         return rc;
     struct coll_args a = args_of(comm, COLL_BCAST, count, dt, FC_SUM, root, es,
                                  comm->rank == root && sendbuf == recvbuf);
@@ -198,7 +219,9 @@ static fc_result_t do_reduce(const void *sendbuf, void *recvbuf, size_t count, f
         (rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
         (rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS ||
         (comm->rank == root &&
-         (rc = check_buf(recvbuf, count * es, es, "recvbuf (at the root)")) != FC_SUCCESS))
+         (rc = check_buf(recvbuf, count * es, es, "recvbuf (at the root)")) != FC_SUCCESS) ||
+        (comm->rank == root && (rc = check_overlap(sendbuf, count * es, recvbuf, count * es,
+                                                   sendbuf == recvbuf)) != FC_SUCCESS))
         return rc;
     struct coll_args a = args_of(comm, COLL_REDUCE, count, dt, op, root, es,
                                  comm->rank == root && sendbuf == recvbuf);
@@ -234,6 +257,9 @@ static fc_result_t do_allgather(const void *sendbuf, void *recvbuf, size_t count
         (rc = check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf")) != FC_SUCCESS)
         return rc;
     int ip = count > 0 && sendbuf == (const char *)recvbuf + (size_t)comm->rank * count * es;
+    if ((rc = check_overlap(sendbuf, count * es, recvbuf, count * es * (size_t)comm->size, ip)) !=
+        FC_SUCCESS)
+        return rc;
     struct coll_args a = args_of(comm, COLL_ALLGATHER, count, dt, FC_SUM, 0, es, ip);
     return run(comm, &a, sendbuf, recvbuf, h);
 }
@@ -267,6 +293,9 @@ static fc_result_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t 
         (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
         return rc;
     int ip = count > 0 && recvbuf == (const char *)sendbuf + (size_t)comm->rank * count * es;
+    if ((rc = check_overlap(sendbuf, count * es * (size_t)comm->size, recvbuf, count * es, ip)) !=
+        FC_SUCCESS)
+        return rc;
     struct coll_args a = args_of(comm, COLL_REDUCE_SCATTER, count, dt, op, 0, es, ip);
     return run(comm, &a, sendbuf, recvbuf, h);
 }
@@ -296,7 +325,9 @@ static fc_result_t do_alltoall(const void *sendbuf, void *recvbuf, size_t count,
         (rc = check_type(dt, &es)) != FC_SUCCESS ||
         (rc = check_count(count, es, (size_t)comm->size, "count")) != FC_SUCCESS ||
         (rc = check_buf(sendbuf, count * es * (size_t)comm->size, es, "sendbuf")) != FC_SUCCESS ||
-        (rc = check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf")) != FC_SUCCESS)
+        (rc = check_buf(recvbuf, count * es * (size_t)comm->size, es, "recvbuf")) != FC_SUCCESS ||
+        (rc = check_overlap(sendbuf, count * es * (size_t)comm->size, recvbuf,
+                            count * es * (size_t)comm->size, sendbuf == recvbuf)) != FC_SUCCESS)
         return rc;
     struct coll_args a = args_of(comm, COLL_ALLTOALL, count, dt, FC_SUM, 0, es,
                                  sendbuf == recvbuf);

@@ -68,6 +68,20 @@ int main(void)
     FT_CHECK(&t, fc_test(&rq, &done) == FC_SUCCESS && done == 1, "fc_test(NULL request)");
     FT_CHECK(&t, fc_wait(&rq) == FC_SUCCESS, "fc_wait(NULL request)");
     expect_invalid(&t, fc_test(NULL, &done), "fc_test NULL", "fc_test");
+    /* buffers that partly overlap (the in-place forms stay valid) */
+    expect_invalid(&t, fc_allreduce(a, a + 1, 4, FC_FLOAT32, FC_SUM, c), "allreduce overlap",
+                   "fc_allreduce");
+    /* every rank its own root: each finds it at its own root, none starts */
+    expect_invalid(&t, fc_reduce(a + 2, a, 4, FC_FLOAT32, FC_SUM, t.rank, c), "reduce overlap",
+                   "fc_reduce");
+    if (t.size <= 8) {
+        expect_invalid(&t, fc_allgather(a + t.rank * 2 + 1, a, 2, FC_FLOAT32, c),
+                       "allgather overlap", "fc_allgather");
+        expect_invalid(&t, fc_alltoall(a, a + 1, 2, FC_FLOAT32, c), "alltoall overlap",
+                       "fc_alltoall");
+        expect_invalid(&t, fc_reduce_scatter(a, a + t.rank * 2 + 1, 2, FC_FLOAT32, FC_SUM, c),
+                       "reduce_scatter overlap", "fc_reduce_scatter");
+    }
     expect_invalid(&t, fc_comm_query(c, NULL), "query NULL", "fc_comm_query");
     expect_invalid(&t, fc_comm_init(NULL), "init NULL", "fc_comm_init");
     fc_unique_id_t id;
