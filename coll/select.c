@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 
 #include "log.h"
@@ -117,6 +118,12 @@ fc_result_t coll_tuning_load_file(struct coll_tuning *t, const char *path)
     FILE *fp = fopen(path, "r");
     if (!fp)
         return FC_ERR(FC_ERR_INVALID_ARGUMENT, "FC_TUNE_FILE=%s cannot be opened: %m", path);
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(fp);
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "FC_TUNE_FILE=%s is a directory: name a file of rules", path);
+    }
     char line[512];
     int lineno = 0;
     fc_result_t rc = FC_SUCCESS;

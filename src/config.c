@@ -42,7 +42,8 @@ static const struct row rows[] = {
     {"FC_DEBUG_SUBSYS", T_SUBSYS, "ALL", F(debug_subsys), "INIT,BOOT,NET,MR,COLL,TUNE,TOPO,ALL",
      S_USER, "Comma list of subsystems to log; a leading ^ excludes the listed ones."},
     {"FC_DEBUG_FILE", T_STR, NULL, F(debug_file), NULL, S_USER,
-     "Log to this file instead of stderr; %h host, %p pid, %r rank are expanded."},
+     "Log to this file instead of stderr; %h host, %p pid, %r rank are expanded (x for %r "
+     "in lines written before the rank is known)."},
     /* fabric */
     {"FI_PROVIDER", T_STR, NULL, F(fi_provider), NULL, S_USER,
      "libfabric's own filter (e.g. tcp, shm, verbs): only matching providers are candidates. "
@@ -145,7 +146,7 @@ static const struct row rows[] = {
      "(PMI_FD set: srun --mpi=pmi2), then the fc_run environment, then Slurm's environment "
      "(plain srun: rank 0 serves a rendezvous)."},
     {"FC_BOOT_TIMEOUT", T_SECONDS, "120", F(boot_timeout), NULL, S_USER,
-     "Seconds for every rank to join at communicator creation."},
+     "Seconds for every rank to join at communicator creation; 0: no limit."},
     /* launcher variables */
     {"FC_RANK", T_INT, "-1", F(fc_rank), NULL, S_LAUNCH, "This process's rank (fc_run)."},
     {"FC_SIZE", T_INT, "-1", F(fc_size), NULL, S_LAUNCH, "Number of ranks (fc_run)."},
@@ -448,6 +449,10 @@ fc_result_t config_load_from(cfg_t *cfg, cfg_lookup_fn lookup, void *ctx)
                             r->name, v, expected(r, buf, sizeof(buf)));
         }
     }
+    /* 0 waits without a limit, as FC_TIMEOUT=0 does (a deadline of "now"
+     * would fail every bootstrap at once) */
+    if (cfg->boot_timeout <= 0)
+        cfg->boot_timeout = 1e9;
     return rc;
 }
 

@@ -80,8 +80,15 @@ void log_setup(int level, unsigned subsys, const char *file_pattern)
 void log_set_rank(int rank)
 {
     pthread_mutex_lock(&log_lock);
-    if (log_rank < 0)
+    if (log_rank < 0) {
         log_rank = rank;
+        /* a file opened before the rank was known has "x" for %r: the lines
+         * from now on go to the rank's own file */
+        if (log_fp && strstr(log_pattern, "%r")) {
+            fclose(log_fp);
+            log_fp = NULL;
+        }
+    }
     pthread_mutex_unlock(&log_lock);
 }
 

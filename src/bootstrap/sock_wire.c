@@ -70,7 +70,7 @@ int sock_send_all(int fd, const void *buf, size_t len, double timeout)
         if (left <= 0)
             return -1;
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        poll(&pfd, 1, (int)(left * 1000) + 1);
+        poll(&pfd, 1, left > 60.0 ? 60000 : (int)(left * 1000) + 1);
     }
     return 0;
 }
@@ -85,7 +85,7 @@ int sock_recv_all(int fd, void *buf, size_t len, double timeout)
         if (left <= 0)
             return -2;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
+        int pr = poll(&pfd, 1, left > 60.0 ? 60000 : (int)(left * 1000) + 1);
         if (pr < 0 && errno != EINTR)
             return -1;
         if (pr <= 0)

@@ -52,5 +52,18 @@ check "environment" "0/3/0/shm/bar/127.0.0.1/64 1/3/1/shm/bar/127.0.0.1/64 2/3/2
 "$fc_run" >/dev/null 2>&1; check "no program" 125 $?
 "$fc_run" --help | grep -q "Exit status"; check "--help documents exit status" 0 $?
 
+# FC_DEBUG_FILE's %r: each rank's lines in its own file (the file opened
+# before the rank was known named "x" for it)
+bindir=${FT_BINDIR:-$(cd "$(dirname "$0")" && pwd)}
+if [ -x "$bindir/barrier" ]; then
+    logdir=$(mktemp -d)
+    FC_DEBUG=info FC_DEBUG_FILE="$logdir/log.%r" "$fc_run" -q -n 2 "$bindir/barrier" >/dev/null 2>&1
+    check "FC_DEBUG_FILE %r: a file per rank" "log.0 log.1" \
+        "$(cd "$logdir" && ls log.[0-9]* 2>/dev/null | tr '\n' ' ' | sed 's/ $//')"
+    check "FC_DEBUG_FILE %r: rank 1's lines in log.1" yes \
+        "$(grep -q '\[1\]' "$logdir/log.1" 2>/dev/null && ! grep -q '\[0\]' "$logdir/log.1" && echo yes || echo no)"
+    rm -rf "$logdir"
+fi
+
 echo "fc_run: $fails failure(s)"
 [ $fails = 0 ]

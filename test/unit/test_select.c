@@ -178,6 +178,9 @@ Test(select, tune_file_errors_name_the_file_and_line)
     struct coll_tuning t = tuning();
     cr_assert_eq(coll_tuning_load_file(&t, "/nonexistent/tune"), FC_ERR_INVALID_ARGUMENT);
     cr_assert(strstr(err_get(), "cannot be opened"), "%s", err_get());
+    /* a directory opens for reading and reads as nothing: refused */
+    cr_assert_eq(coll_tuning_load_file(&t, "/tmp"), FC_ERR_INVALID_ARGUMENT, "a directory accepted");
+    cr_assert(strstr(err_get(), "is a directory"), "%s", err_get());
     /* more rules than the table holds */
     size_t cap = (size_t)(COLL_MAX_RULES + 1) * 32;
     char *many = malloc(cap);
