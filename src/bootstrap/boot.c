@@ -105,7 +105,7 @@ fc_result_t boot_make_unique_id(const cfg_t *cfg, fc_unique_id_t *id)
         return FC_ERR(FC_ERR_SYSTEM, "getrandom() failed: %m");
     int port = 0;
     struct boot_server *srv = NULL;
-    fc_result_t rc = boot_server_start(w.secret, 0, 1, cfg->boot_timeout, &srv, &port);
+    fc_result_t rc = boot_server_start(w.secret, NULL, 0, 1, cfg->boot_timeout, &srv, &port);
     if (rc != FC_SUCCESS)
         return rc;
     if (!uid_server_keep(w.secret, srv)) {
@@ -241,7 +241,7 @@ static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
         fc_result_t rc = FC_ERR_SYSTEM;
         int bound = 0;
         for (int i = 0; i < SLURM_PORTS && rc != FC_SUCCESS; i++)
-            rc = boot_server_start(secret, ports[i], 1, cfg->boot_timeout, &srv, &bound);
+            rc = boot_server_start(secret, NULL, ports[i], 1, cfg->boot_timeout, &srv, &bound);
         if (rc != FC_SUCCESS)
             return FC_ERR(FC_ERR_BOOTSTRAP,
                           "rank 0 could not listen on any of the %d ports derived from job "

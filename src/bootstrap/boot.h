@@ -52,11 +52,15 @@ fc_result_t boot_pmi2_open(const cfg_t *cfg, struct boot **out);
 
 /* ---- the socket rendezvous (sock_server.c, sock_client.c, sock_wire.c) ---- */
 struct boot_server;
-/* Listens on port (0: any) of all interfaces. single_session: serve one
- * session and stop when its ranks have left (fc_get_unique_id); else serve
- * sessions until boot_server_stop (fc_run). */
-fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, int single_session,
-                              double join_timeout, struct boot_server **out, int *bound_port);
+/* Listens on port (0: any) of the IPv4 address bind_ip (NULL: of all
+ * interfaces). single_session: serve one session and stop when its ranks
+ * have left (fc_get_unique_id); else serve sessions until boot_server_stop
+ * (fc_run). Connections that are not fabcoll clients of this job are
+ * refused and counted (one warning for the first, a count at the end); when
+ * the process runs out of descriptors, accepting pauses instead of spinning. */
+fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], const char *bind_ip, int port,
+                              int single_session, double join_timeout, struct boot_server **out,
+                              int *bound_port);
 void boot_server_stop(struct boot_server *s);
 /* For a single-session server started with an owner (out != NULL): waits
  * (at most timeout s) for its session to end, then frees it. */

@@ -169,7 +169,7 @@ static fc_result_t derived_open(const cfg_t *cfg, const char *ns, const char *ro
         fc_result_t rc = FC_ERR_SYSTEM;
         int bound = 0;
         for (int i = 0; i < DERIVED_PORTS && rc != FC_SUCCESS; i++)
-            rc = boot_server_start(secret, ports[i], 1, cfg->boot_timeout, &srv, &bound);
+            rc = boot_server_start(secret, NULL, ports[i], 1, cfg->boot_timeout, &srv, &bound);
         if (rc != FC_SUCCESS)
             return FC_ERR(FC_ERR_BOOTSTRAP,
                           "rank 0 could not listen on any of the %d ports derived from PMIx "

@@ -36,6 +36,9 @@
 #define HELLO_TIMEOUT 10.0
 
 struct srv_sess;
+/* Out of descriptors, connections that sent no hello for this long go. */
+#define STRANGER_AGE 0.25
+
 struct srv_conn {
     int fd;
     struct srv_sess *s;
@@ -76,7 +79,22 @@ struct boot_server {
     int owned;              /* single session with an owner who waits for it */
     volatile int finished;  /* an owned server's session is over */
     boot_server_end_fn on_end; /* atomic: boot_server_on_end */
+    int nrefused;           /* connections turned away (warned once, counted) */
+    double accept_pause_until; /* out of descriptors: accept again after this */
+    int nfd_pauses;
 };
+
+/* A connection turned away: the first is a warning with its reason, the
+ * rest are counted (a port scan or a flood would write a line each) and
+ * summed up when the server ends. */
+static void refused(struct boot_server *sv, const char *peer, const char *why)
+{
+    if (sv->nrefused++ == 0)
+        FC_WARN(LOG_BOOT, "rendezvous: refused a connection from %s: %s (further refusals are "
+                "counted, not logged)", peer, why);
+    else
+        FC_TRACE(LOG_BOOT, "rendezvous: refused a connection from %s: %s", peer, why);
+}
 
 static void conn_close(struct boot_server *sv, int i)
 {
@@ -181,8 +199,7 @@ static int on_hello(struct boot_server *sv, int i)
     for (int k = 0; k < BOOT_SECRET_LEN; k++) /* constant time */
         diff |= (unsigned)(h[8 + k] ^ sv->secret[k]);
     if (memcmp(h, MAGIC, 4) != 0 || sock_get32(h + 4) != VERSION || diff) {
-        FC_WARN(LOG_BOOT, "rendezvous: refused a connection from %s: %s", c->peer,
-                memcmp(h, MAGIC, 4) ? "not a fabcoll client" : "wrong job secret");
+        refused(sv, c->peer, memcmp(h, MAGIC, 4) ? "not a fabcoll client" : "wrong job secret");
         return -1;
     }
     uint32_t sid = sock_get32(h + 40);
@@ -306,8 +323,7 @@ static int on_readable(struct boot_server *sv, int i)
         if (!c->s) {
             /* a stranger is turned away as soon as its first bytes show it */
             if (c->inlen >= 4 && memcmp(c->in, MAGIC, 4) != 0) {
-                FC_WARN(LOG_BOOT, "rendezvous: refused a connection from %s: not a fabcoll "
-                        "client", c->peer);
+                refused(sv, c->peer, "not a fabcoll client");
                 return -1;
             }
             if (c->inlen < HELLO_LEN)
@@ -340,8 +356,7 @@ static void check_timeouts(struct boot_server *sv)
     double t = sock_now_s();
     for (int i = sv->nconns - 1; i >= 0; i--)
         if (!sv->conns[i]->s && t - sv->conns[i]->t0 > HELLO_TIMEOUT) {
-            FC_WARN(LOG_BOOT, "rendezvous: dropped a connection from %s that sent no valid hello "
-                    "in %.0f s", sv->conns[i]->peer, HELLO_TIMEOUT);
+            refused(sv, sv->conns[i]->peer, "it sent no valid hello in time");
             conn_close(sv, i);
         }
     for (struct srv_sess *s = sv->sessions; s;) {
@@ -409,8 +424,12 @@ static void *server_main(void *arg)
                 break;
             pf = n;
         }
-        pf[0].fd = sv->lfd;
+        /* out of descriptors: leave the pending connections in the backlog
+         * for a while instead of waking for them again at once */
+        int paused = sv->accept_pause_until > sock_now_s();
+        pf[0].fd = paused ? -1 : sv->lfd;
         pf[0].events = POLLIN;
+        pf[0].revents = 0;
         pf[1].fd = sv->wake[0];
         pf[1].events = POLLIN;
         int nc = sv->nconns;
@@ -419,7 +438,7 @@ static void *server_main(void *arg)
             pf[i + 2].events = POLLIN;
             pf[i + 2].revents = 0;
         }
-        int pr = poll(pf, (nfds_t)nc + 2, 200);
+        int pr = poll(pf, (nfds_t)nc + 2, paused ? 50 : 200);
         if (pr < 0 && errno != EINTR)
             break;
         if (pr > 0 && (pf[0].revents & POLLIN)) {
@@ -428,6 +447,22 @@ static void *server_main(void *arg)
             int fd = accept4(sv->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd >= 0 && add_conn(sv, fd, &ss) != 0)
                 close(fd);
+            if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                           errno == ENOMEM)) {
+                if (sv->nfd_pauses++ == 0)
+                    FC_WARN(LOG_BOOT, "rendezvous: accept failed: %m; %d connections open; "
+                            "dropping the ones that sent no hello and pausing (raise ulimit "
+                            "-n if the job needs more)", sv->nconns);
+                /* a client sends its hello as it connects: the silent ones
+                 * that hold descriptors are strangers, and go */
+                double now = sock_now_s();
+                for (int j = sv->nconns - 1; j >= 0; j--)
+                    if (!sv->conns[j]->s && now - sv->conns[j]->t0 > STRANGER_AGE) {
+                        refused(sv, sv->conns[j]->peer, "it sent nothing while descriptors ran out");
+                        conn_close(sv, j);
+                    }
+                sv->accept_pause_until = now + 0.05;
+            }
         }
         /* connections may be closed while handling others: match by fd */
         for (int k = 0; k < nc; k++) {
@@ -454,6 +489,9 @@ static void *server_main(void *arg)
             break;
     }
     free(pf);
+    if (sv->nrefused > 1)
+        FC_WARN(LOG_BOOT, "rendezvous: refused %d connections in all (not fabcoll clients of "
+                "this job)", sv->nrefused);
     while (sv->nconns)
         conn_close(sv, sv->nconns - 1);
     while (sv->sessions)
@@ -481,8 +519,9 @@ static void *single_main(void *arg)
     return NULL;
 }
 
-fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, int single_session,
-                              double join_timeout, struct boot_server **out, int *bound_port)
+fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], const char *bind_ip, int port,
+                              int single_session, double join_timeout, struct boot_server **out,
+                              int *bound_port)
 {
     struct boot_server *sv = calloc(1, sizeof(*sv));
     if (!sv)
@@ -500,6 +539,12 @@ fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], int port, i
     setsockopt(sv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_ANY)};
+    if (bind_ip && inet_pton(AF_INET, bind_ip, &a.sin_addr) != 1) {
+        close(sv->lfd);
+        free(sv);
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "the rendezvous address %s is not an IPv4 address",
+                      bind_ip);
+    }
     if (bind(sv->lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(sv->lfd, 4096) != 0) {
         /* a taken port is routine for a caller with candidates (rank 0 under
          * plain srun tries several): it reports when all of them fail */

@@ -8,6 +8,7 @@
  * exit status, and the others are stopped.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -177,7 +178,14 @@ int main(int argc, char **argv)
     const cfg_t *cfg = config_global(NULL);
     struct boot_server *srv = NULL;
     int port = 0;
-    if (boot_server_start(secret, 0, 0, cfg->boot_timeout, &srv, &port) != FC_SUCCESS) {
+    /* one node: the rendezvous listens where it is advertised, on loopback
+     * only; --serve: on the address given, else on every interface (the
+     * ranks come from other hosts) */
+    struct in_addr ip4;
+    const char *bind_ip = !serve ? "127.0.0.1"
+                          : address && inet_pton(AF_INET, address, &ip4) == 1 ? address
+                                                                              : NULL;
+    if (boot_server_start(secret, bind_ip, 0, 0, cfg->boot_timeout, &srv, &port) != FC_SUCCESS) {
         fprintf(stderr, "fc_run: cannot start the rendezvous: %s\n", fc_last_error());
         return 125;
     }

@@ -65,5 +65,55 @@ if [ -x "$bindir/barrier" ]; then
     rm -rf "$logdir"
 fi
 
+# the rendezvous listens where it is advertised (loopback on one node)
+if command -v ss >/dev/null && [ -x "$bindir/barrier" ]; then
+    listen=$("$fc_run" -q -n 1 sh -c 'ss -ltnH "sport = :${FC_ROOT_ADDR##*:}" | awk "{print \$4}"' 2>/dev/null)
+    check "rendezvous bound to 127.0.0.1" yes "$(echo "$listen" | grep -q '^127\.0\.0\.1:' && echo yes || echo no)"
+else
+    echo "SKIP rendezvous address: needs ss (iproute2) and the barrier test"
+fi
+
+# a flood of silent connections, more than fc_run's descriptors (ulimit -n
+# 1024): init within 2x of a quiet one (plus 1 s of slack), fc_run using
+# little CPU, and the refusals counted, not a line each
+if [ -x "$bindir/barrier" ] && command -v python3 >/dev/null; then
+    flood=$(mktemp)
+    cat >"$flood" <<'PY'
+import os, resource, socket, sys, time
+h, p = os.environ["FC_ROOT_ADDR"].rsplit(":", 1)
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+socks = []
+for _ in range(1100):
+    s = socket.socket(); s.setblocking(False)
+    try: s.connect((h, int(p)))
+    except BlockingIOError: pass
+    socks.append(s)
+open(sys.argv[1], "w").close()
+time.sleep(6)
+PY
+    ready=$(mktemp -u)
+    quiet() { local t0 t1; t0=$(date +%s.%N); (ulimit -Sn 1024; "$fc_run" -q -n 2 "$bindir/barrier"); t1=$(date +%s.%N); echo "$t0 $t1" | awk '{print $2 - $1}'; }
+    tq=$(quiet)
+    t0=$(date +%s.%N)
+    err=$( (ulimit -Sn 1024; TIMEFORMAT="cpu %U %S"; time FC_RUN_FLOOD="$flood" FC_RUN_READY="$ready" \
+        "$fc_run" -n 2 sh -c 'if [ "$FC_RANK" = 0 ]; then python3 "$FC_RUN_FLOOD" "$FC_RUN_READY" >/dev/null 2>&1 & while [ ! -e "$FC_RUN_READY" ]; do sleep 0.05; done; fi; exec "$0"' "$bindir/barrier") 2>&1 >/dev/null)
+    rc=$?
+    t1=$(date +%s.%N)
+    tf=$(echo "$t0 $t1" | awk '{print $2 - $1}')
+    check "flood: job passes" 0 $rc
+    # fc_run's own time includes the ranks' (children): the flood's python
+    # sleeps, so user+system stays small unless fc_run spins
+    cpu=$(echo "$err" | awk '/^cpu/ {print $2 + $3}')
+    check "flood: init within 2x quiet ($tq s) + 1 s: ${tf} s" yes \
+        "$(awk -v f="$tf" -v q="$tq" 'BEGIN {print (f <= 2 * q + 1) ? "yes" : "no"}')"
+    check "flood: fc_run and ranks used little CPU (${cpu:-?} s)" yes \
+        "$(awk -v c="${cpu:-99}" -v f="$tf" 'BEGIN {print (c < f) ? "yes" : "no"}')"
+    check "flood: at most 3 warning lines" yes \
+        "$([ "$(echo "$err" | grep -c 'rendezvous')" -le 3 ] && echo yes || echo no)"
+    rm -f "$flood" "$ready"
+else
+    echo "SKIP flood against the rendezvous: needs python3 and the barrier test"
+fi
+
 echo "fc_run: $fails failure(s)"
 [ $fails = 0 ]

@@ -91,7 +91,8 @@ static struct boot_server *start(struct job *job, double join_timeout)
 {
     struct boot_server *sv = NULL;
     boot_random(job->secret, BOOT_SECRET_LEN);
-    cr_assert_eq(boot_server_start(job->secret, 0, 0, join_timeout, &sv, &job->port), FC_SUCCESS);
+    cr_assert_eq(boot_server_start(job->secret, NULL, 0, 0, join_timeout, &sv, &job->port),
+                 FC_SUCCESS);
     return sv;
 }
 
