@@ -229,6 +229,10 @@ fc_result_t prov_discover(const cfg_t *cfg, struct prov_list *out)
 {
     memset(out, 0, sizeof(*out));
     out->fi_version = fi_version();
+    if (prov_reset_handlers()[0])
+        FC_INFO(LOG_INIT, "signal handlers of %s that libinfinipath installed as libfabric loaded "
+                "(they write *.btr files and call exit() inside the handler) were put back to "
+                "the default", prov_reset_handlers());
     struct fi_info *h = prov_hints(0), *info = NULL;
     if (!h)
         return FC_ERR(FC_ERR_NO_MEMORY, "fi_allocinfo failed");

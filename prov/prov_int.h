@@ -168,4 +168,9 @@ uint16_t prov_pref_of(const char *prov_name);
  * the profile); 0: never. */
 size_t prov_rndv_min(const struct prov_ep *p, const cfg_t *cfg);
 
+/* The signals whose handlers from a provider's library (libinfinipath,
+ * libpsm) were put back to the default as fabcoll loaded ("SIGINT,SIGTERM";
+ * "" for none): signals.c. */
+const char *prov_reset_handlers(void);
+
 #endif /* FC_PROV_INT_H */

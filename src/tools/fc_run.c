@@ -105,6 +105,22 @@ static int rank_of(pid_t pid)
     return -1;
 }
 
+static int rank_failed(int st)
+{
+    return WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0);
+}
+
+/* "fc_run: rank 1 (pid 42) exited with status 3" for a failed rank. */
+static void report(int r, pid_t pid, int st, const char *also)
+{
+    if (WIFSIGNALED(st))
+        fprintf(stderr, "fc_run: %srank %d (pid %d) was killed by signal %d (%s)\n", also, r,
+                (int)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+        fprintf(stderr, "fc_run: %srank %d (pid %d) exited with status %d\n", also, r, (int)pid,
+                WEXITSTATUS(st));
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -231,6 +247,12 @@ int main(int argc, char **argv)
     if (!pids)
         return 125;
     pid_t parent = getpid();
+    /* libinfinipath and libpsm2, which Debian's libfabric loads for its psm
+     * providers, install signal handlers as they load that write *.btr files
+     * and call exit() (fabcoll puts them back as it loads, but a signal can
+     * land before that); these ask them not to (a value already set wins) */
+    setenv("IPATH_NO_BACKTRACE", "1", 0);
+    setenv("HFI_NO_BACKTRACE", "1", 0);
     for (int r = 0; r < nranks; r++) {
         pid_t pid = fork();
         if (pid < 0) {
@@ -322,6 +344,39 @@ int main(int argc, char **argv)
         if (r < 0)
             continue;
         pids[r] = 0;
+        struct {
+            int r, st;
+            pid_t pid;
+        } also[16];
+        int nalso = 0;
+        if (first < 0 && rank_failed(st)) {
+            /* ranks that fail together: the one a signal killed is the
+             * cause (its peers exit with a status when they see it go),
+             * whichever of them waitpid returns first; it is reported
+             * first, the others after it */
+            for (int k = 0; k < 20 && alive() && !WIFSIGNALED(st); k++) {
+                int st2;
+                pid_t p2 = waitpid(-1, &st2, WNOHANG);
+                if (p2 == 0) {
+                    struct timespec nap = {0, 10 * 1000 * 1000};
+                    nanosleep(&nap, NULL);
+                    continue;
+                }
+                int r2 = p2 > 0 ? rank_of(p2) : -1;
+                if (r2 < 0)
+                    break;
+                pids[r2] = 0;
+                if (!rank_failed(st2) || nalso == 16)
+                    continue;
+                if (WIFSIGNALED(st2)) {
+                    also[nalso].r = r, also[nalso].pid = pid, also[nalso].st = st;
+                    r = r2, pid = p2, st = st2;
+                } else {
+                    also[nalso].r = r2, also[nalso].pid = p2, also[nalso].st = st2;
+                }
+                nalso++;
+            }
+        }
         int failed = 0, code = 0;
         if (WIFSIGNALED(st)) {
             failed = 1;
@@ -339,6 +394,8 @@ int main(int argc, char **argv)
         if (failed && first < 0) {
             first = r;
             status_out = code;
+            for (int k = 0; k < nalso && !quiet; k++)
+                report(also[k].r, also[k].pid, also[k].st, "then ");
             if (alive()) {
                 if (!quiet)
                     fprintf(stderr, "fc_run: stopping the other %d rank%s\n", alive(),

@@ -115,5 +115,33 @@ else
     echo "SKIP flood against the rendezvous: needs python3 and the barrier test"
 fi
 
+# SIGTERM while a rank is in fc_comm_init: the rank ends at once by the
+# signal (libinfinipath's handlers, which libfabric loads with the psm
+# provider, called exit() and could deadlock in fi_getinfo's lock, and left
+# *.btr files behind), at every moment of init tried here
+if [ -x "$bindir/barrier" ]; then
+    sigdir=$(mktemp -d)
+    slow=0 bad=""
+    for d in 0 0.01 0.03 0.06 0.1 0.15 0.2 0.3; do
+        rm -f "$sigdir/pid"
+        (cd "$sigdir" && exec "$fc_run" -q -n 2 sh -c 'if [ "$FC_RANK" = 0 ]; then echo $$ >"$0.pid.tmp"; mv "$0.pid.tmp" "$0.pid"; fi; exec "$1"' "$sigdir/r" "$bindir/barrier") >/dev/null 2>&1 &
+        job=$!
+        for _ in $(seq 1 200); do [ -s "$sigdir/r.pid" ] && break; sleep 0.01; done
+        sleep "$d"
+        t0=$(date +%s.%N)
+        kill -TERM "$(cat "$sigdir/r.pid")" 2>/dev/null
+        wait $job; rc=$?
+        t1=$(date +%s.%N)
+        rm -f "$sigdir/r.pid"
+        # 0: the rank had already finished; 143: ended by SIGTERM
+        [ $rc = 0 ] || [ $rc = 143 ] || bad="$bad $d:$rc"
+        awk -v a="$t0" -v b="$t1" 'BEGIN {exit !(b - a > 2)}' && slow=$((slow + 1))
+    done
+    check "SIGTERM during init: status 143 (or 0 once done)" "" "$bad"
+    check "SIGTERM during init: every job ended within 2 s" 0 $slow
+    check "SIGTERM during init: no *.btr files" 0 "$(ls "$sigdir"/*.btr 2>/dev/null | wc -l)"
+    rm -rf "$sigdir"
+fi
+
 echo "fc_run: $fails failure(s)"
 [ $fails = 0 ]

@@ -7,6 +7,8 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -554,5 +556,25 @@ Test(rndv, protocol_switch)
                      p->rndv_min);
         prov_close(p);
         cfg.rndv_min = 0;
+    }
+}
+
+/* libinfinipath (loaded with libfabric's psm provider) installs handlers of
+ * SIGINT, SIGTERM, SIGSEGV... as it loads that call exit() and write *.btr
+ * files; fabcoll puts them back to the default as it loads. */
+Test(signals, no_handler_of_libinfinipath_remains)
+{
+    cr_log_info("reset at load: '%s'", prov_reset_handlers());
+    static const int sigs[] = {SIGINT, SIGILL, SIGABRT, SIGBUS, SIGSEGV, SIGTERM};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        struct sigaction sa;
+        cr_assert_eq(sigaction(sigs[i], NULL, &sa), 0);
+        void *h = (sa.sa_flags & SA_SIGINFO) ? (void *)sa.sa_sigaction : (void *)sa.sa_handler;
+        if (h == (void *)SIG_DFL || h == (void *)SIG_IGN)
+            continue;
+        Dl_info di;
+        if (dladdr(h, &di) && di.dli_fname)
+            cr_assert(!strstr(di.dli_fname, "libinfinipath") && !strstr(di.dli_fname, "libpsm"),
+                      "signal %d still has %s's handler", sigs[i], di.dli_fname);
     }
 }
