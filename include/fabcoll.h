@@ -76,6 +76,10 @@ FC_API fc_result_t fc_comm_init_rank(fc_comm_t *comm, int nranks,
 #define FC_SPLIT_NOCOLOR (-1)
 /* Collective over comm; NOCOLOR gives *newcomm = NULL. */
 FC_API fc_result_t fc_comm_split(fc_comm_t comm, int color, int key, fc_comm_t *newcomm);
+/* Collective over comm: a communicator of the same ranks in the same order,
+ * whose calls never match comm's; it shares comm's endpoints (no new
+ * connections) and is destroyed on its own. */
+FC_API fc_result_t fc_comm_dup(fc_comm_t comm, fc_comm_t *newcomm);
 /* Collective in normal use; NULL is a no-op. Using a communicator after it
  * was destroyed or aborted, or destroying it a second time, is undefined
  * (the handle points at freed memory). */

@@ -585,6 +585,16 @@ fc_result_t fc_comm_split(fc_comm_t comm, int color, int key, fc_comm_t *newcomm
     return named("fc_comm_split", rc);
 }
 
+fc_result_t fc_comm_dup(fc_comm_t comm, fc_comm_t *newcomm)
+{
+    fc_result_t rc = FC_SUCCESS;
+    if (!comm || !newcomm)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", !comm ? "comm" : "newcomm");
+    else /* every rank in one color, in its own order: the split's endpoints, no connection */
+        rc = comm_split(comm, 0, comm->rank, newcomm);
+    return named("fc_comm_dup", rc);
+}
+
 fc_result_t fc_comm_destroy(fc_comm_t comm)
 {
     if (!comm)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* fc_comm_split: color by parity, keys that reverse the order, NOCOLOR for
  * one rank, a nested split, collectives on parent and children at once,
- * children destroyed while the parent keeps working. */
+ * children destroyed while the parent keeps working; fc_comm_dup. */
 #include <string.h>
 
 #include "common.h"
@@ -81,5 +81,36 @@ int main(void)
         FT_OK(&t, fc_barrier(c2));
         FT_OK(&t, fc_comm_destroy(c2));
     }
+    /* fc_comm_dup: the same ranks in the same order, calls that never match
+     * the parent's (a nonblocking allreduce on each, started in opposite
+     * orders on even and odd ranks), a dup of the dup, destroyed apart */
+    fc_comm_t d = NULL, dd = NULL;
+    FT_OK(&t, fc_comm_dup(t.comm, &d));
+    FT_CHECK(&t, d && fc_comm_rank(d) == me && fc_comm_size(d) == n, "dup: rank %d of %d",
+             fc_comm_rank(d), fc_comm_size(d));
+    if (d) {
+        int64_t xv = me + 1, xs = -1, yv = 10 * (me + 1), ys = -1;
+        fc_request_t r1, r2;
+        if (me % 2 == 0) {
+            FT_OK(&t, fc_iallreduce(&xv, &xs, 1, FC_INT64, FC_SUM, t.comm, &r1));
+            FT_OK(&t, fc_iallreduce(&yv, &ys, 1, FC_INT64, FC_SUM, d, &r2));
+        } else {
+            FT_OK(&t, fc_iallreduce(&yv, &ys, 1, FC_INT64, FC_SUM, d, &r2));
+            FT_OK(&t, fc_iallreduce(&xv, &xs, 1, FC_INT64, FC_SUM, t.comm, &r1));
+        }
+        FT_OK(&t, fc_wait(&r1));
+        FT_OK(&t, fc_wait(&r2));
+        int64_t want = (int64_t)n * (n + 1) / 2;
+        FT_CHECK(&t, xs == want && ys == 10 * want, "parent %lld, dup %lld, want %lld and %lld",
+                 (long long)xs, (long long)ys, (long long)want, (long long)(10 * want));
+        FT_OK(&t, fc_comm_dup(d, &dd));
+        FT_CHECK(&t, dd && fc_comm_rank(dd) == me, "dup of a dup: rank %d", fc_comm_rank(dd));
+        FT_OK(&t, fc_comm_destroy(d));
+        if (dd) {
+            FT_OK(&t, fc_barrier(dd));
+            FT_OK(&t, fc_comm_destroy(dd));
+        }
+    }
+    FT_CHECK(&t, fc_comm_dup(NULL, &d) == FC_ERR_INVALID_ARGUMENT, "dup of NULL accepted");
     return ft_finish(&t);
 }
