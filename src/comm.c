@@ -261,6 +261,9 @@ fc_result_t comm_destroy(struct fc_comm *c, int abort)
                 sched_fail(&r->s, FC_ERR_SYSTEM, "the communicator was aborted");
                 comm_finish(r, FC_ERR_SYSTEM); /* unlinks it */
             } else if (r->comm == c) {
+                /* failed, so that its transfers' late completions only drain
+                 * it: the communicator (its peer map) is freed below */
+                sched_fail(&r->s, FC_ERR_SYSTEM, "the communicator was aborted");
                 *pp = r->next;
                 r->next = sh->zombies;
                 sh->zombies = r;

@@ -463,6 +463,12 @@ static void xfer_done(struct xfer *x, fc_result_t status, size_t len)
     s->xfers_out--;
     st->inflight--;
     s->progress_events++;
+    if (s->status != FC_SUCCESS) {
+        /* a failed schedule only drains (it may belong to a communicator
+         * already aborted and freed, whose peers are no longer there to name) */
+        xfer_put(s, x);
+        return;
+    }
     if (status == FC_SUCCESS && x->is_send == 0 && len != x->len) {
         char pd[200];
         peer_desc(s, st->peer, pd, sizeof(pd));

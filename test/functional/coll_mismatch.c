@@ -22,6 +22,9 @@
 
 #include "common.h"
 
+static void *kept[32]; /* the aborted cases' buffers, freed at the end */
+static size_t nkept;
+
 static double now(void)
 {
     struct timespec ts;
@@ -94,11 +97,15 @@ static void one_case(struct ft *t, const char *name, struct call mine, struct ca
                  "%s: rank %d: a call after the disagreement: %s after %.1f s", name, t->rank,
                  fc_strerror(again), now() - t1);
     }
-    /* The buffers stay allocated: transfers of the aborted communicator
-     * may still be in flight (a peer's shm copy reading them), and freeing
-     * them under it makes shm fail completions on the endpoint the job's
-     * own communicator shares. */
+    /* The buffers stay allocated until the job's endpoint is gone: transfers
+     * of the aborted communicator may still be in flight (a peer's shm copy
+     * reading them), and freeing them under it makes shm fail completions on
+     * the endpoint the job's own communicator shares. */
     fc_comm_abort(sub);
+    if (nkept + 2 <= sizeof(kept) / sizeof(kept[0])) {
+        kept[nkept++] = buf;
+        kept[nkept++] = out;
+    }
     if (t->size > 2) {
         /* the ranks that timed out return FC_TIMEOUT after the call began */
         double until = t0 + 2 * ft_timeout() + 1;
@@ -146,5 +153,8 @@ int main(void)
     float v = 1.0f, s = 0.0f;
     FT_OK(&t, fc_allreduce(&v, &s, 1, FC_FLOAT32, FC_SUM, t.comm));
     FT_CHECK(&t, s == (float)t.size, "allreduce after the cases: %g, want %d", s, t.size);
-    return ft_finish(&t);
+    int rc = ft_finish(&t);
+    for (size_t i = 0; i < nkept; i++)
+        free(kept[i]);
+    return rc;
 }
