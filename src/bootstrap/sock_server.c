@@ -351,14 +351,20 @@ static int on_readable(struct boot_server *sv, int i)
     }
 }
 
+/* Drops the connections that sent no valid hello for more than age s. */
+static void drop_silent(struct boot_server *sv, double now, double age, const char *why)
+{
+    for (int i = sv->nconns - 1; i >= 0; i--)
+        if (!sv->conns[i]->s && now - sv->conns[i]->t0 > age) {
+            refused(sv, sv->conns[i]->peer, why);
+            conn_close(sv, i);
+        }
+}
+
 static void check_timeouts(struct boot_server *sv)
 {
     double t = sock_now_s();
-    for (int i = sv->nconns - 1; i >= 0; i--)
-        if (!sv->conns[i]->s && t - sv->conns[i]->t0 > HELLO_TIMEOUT) {
-            refused(sv, sv->conns[i]->peer, "it sent no valid hello in time");
-            conn_close(sv, i);
-        }
+    drop_silent(sv, t, HELLO_TIMEOUT, "it sent no valid hello in time");
     for (struct srv_sess *s = sv->sessions; s;) {
         struct srv_sess *next = s->next;
         if (sv->join_timeout > 0 && t - s->t0 > sv->join_timeout) {
@@ -456,11 +462,7 @@ static void *server_main(void *arg)
                 /* a client sends its hello as it connects: the silent ones
                  * that hold descriptors are strangers, and go */
                 double now = sock_now_s();
-                for (int j = sv->nconns - 1; j >= 0; j--)
-                    if (!sv->conns[j]->s && now - sv->conns[j]->t0 > STRANGER_AGE) {
-                        refused(sv, sv->conns[j]->peer, "it sent nothing while descriptors ran out");
-                        conn_close(sv, j);
-                    }
+                drop_silent(sv, now, STRANGER_AGE, "it sent nothing while descriptors ran out");
                 sv->accept_pause_until = now + 0.05;
             }
         }
