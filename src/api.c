@@ -595,6 +595,18 @@ fc_result_t fc_comm_dup(fc_comm_t comm, fc_comm_t *newcomm)
     return named("fc_comm_dup", rc);
 }
 
+fc_result_t fc_comm_shrink(fc_comm_t comm, fc_comm_t *newcomm)
+{
+    fc_result_t rc = FC_SUCCESS;
+    if (newcomm)
+        *newcomm = NULL;
+    if (!comm || !newcomm)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", !comm ? "comm" : "newcomm");
+    else
+        rc = comm_shrink(comm, newcomm);
+    return named("fc_comm_shrink", rc);
+}
+
 fc_result_t fc_comm_destroy(fc_comm_t comm)
 {
     if (!comm)

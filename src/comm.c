@@ -282,6 +282,83 @@ fc_result_t comm_destroy(struct fc_comm *c, int abort)
     return rc;
 }
 
+/* ---- children: split, shrink --------------------------------------------------- */
+
+fc_result_t comm_child(struct fc_comm *p, const int *members, int nm, uint32_t id,
+                       struct fc_comm **out)
+{
+    fc_result_t rc = FC_SUCCESS;
+    struct fc_comm *c = calloc(1, sizeof(*c));
+    if (!c)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    c->size = nm;
+    c->rank = -1;
+    c->peers = calloc((size_t)nm, sizeof(int));
+    c->p2p_sent = calloc((size_t)nm, sizeof(uint64_t));
+    c->p2p_recvd = calloc((size_t)nm, sizeof(uint64_t));
+    c->hosts = calloc((size_t)nm, sizeof(*c->hosts));
+    c->host_pid = calloc((size_t)nm, sizeof(int));
+    c->node = calloc((size_t)nm, sizeof(int));
+    if (!c->peers || !c->p2p_sent || !c->p2p_recvd || !c->hosts || !c->host_pid || !c->node) {
+        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    if (id > 0xffff) {
+        rc = FC_ERR(FC_ERR_UNSUPPORTED, "more than 65535 communicators over one endpoint");
+        goto fail;
+    }
+    int nnodes = 0, local_rank = 0, local_size = 0;
+    for (int i = 0; i < nm; i++) {
+        int q = members[i];
+        if (q == p->rank)
+            c->rank = i;
+        c->peers[i] = p->peers[q];
+        memcpy(c->hosts[i], p->hosts[q], sizeof(c->hosts[i]));
+        c->host_pid[i] = p->host_pid[q];
+    }
+    if (c->rank < 0) {
+        rc = FC_ERR(FC_ERR_INTERNAL, "this rank is not a member of its new communicator");
+        goto fail;
+    }
+    /* the parent's nodes, numbered again in order of first appearance */
+    for (int i = 0; i < nm; i++) {
+        int pn = p->node[members[i]], j = 0;
+        while (j < i && p->node[members[j]] != pn)
+            j++;
+        c->node[i] = j < i ? c->node[j] : nnodes++;
+    }
+    for (int i = 0; i < nm; i++)
+        if (c->node[i] == c->node[c->rank]) {
+            local_size++;
+            if (i < c->rank)
+                local_rank++;
+        }
+    c->nnodes = nnodes;
+    c->id = id;
+    c->gpu_device = p->gpu_device;
+    c->cfg = p->cfg;
+    c->oversubscribed = p->oversubscribed;
+    c->tuning = p->tuning;
+    c->chunk = p->chunk;
+    c->window = p->window;
+    c->eager_max = p->eager_max;
+    c->attr = p->attr;
+    c->attr.nnodes = nnodes;
+    c->attr.local_rank = local_rank;
+    c->attr.local_size = local_size;
+    pthread_mutex_lock(&p->sh->lock);
+    if (p->sh->next_comm_id <= id)
+        p->sh->next_comm_id = id + 1;
+    p->sh->refs++;
+    c->sh = p->sh;
+    pthread_mutex_unlock(&p->sh->lock);
+    *out = c;
+    return FC_SUCCESS;
+fail:
+    comm_free(c);
+    return rc;
+}
+
 /* ---- split ------------------------------------------------------------------ */
 
 struct split_rec {
@@ -311,9 +388,10 @@ fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **o
     pthread_mutex_unlock(&p->sh->lock);
     struct split_rec *all = calloc((size_t)n, sizeof(*all));
     struct member *m = calloc((size_t)n, sizeof(*m));
+    int *members = calloc((size_t)n, sizeof(int));
     struct fc_comm *c = NULL;
     fc_result_t rc = FC_SUCCESS;
-    if (!all || !m) {
+    if (!all || !m || !members) {
         rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
         goto out;
     }
@@ -338,67 +416,11 @@ fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **o
                 id = all[q].next_id;
         }
     qsort(m, (size_t)nm, sizeof(*m), member_cmp);
-    if (id > 0xffff) {
-        rc = FC_ERR(FC_ERR_UNSUPPORTED, "more than 65535 communicators over one endpoint");
-        goto out;
-    }
-    c = calloc(1, sizeof(*c));
-    if (!c) {
-        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
-        goto out;
-    }
-    c->size = nm;
-    c->peers = calloc((size_t)nm, sizeof(int));
-    c->p2p_sent = calloc((size_t)nm, sizeof(uint64_t));
-    c->p2p_recvd = calloc((size_t)nm, sizeof(uint64_t));
-    c->hosts = calloc((size_t)nm, sizeof(*c->hosts));
-    c->host_pid = calloc((size_t)nm, sizeof(int));
-    c->node = calloc((size_t)nm, sizeof(int));
-    if (!c->peers || !c->p2p_sent || !c->p2p_recvd || !c->hosts || !c->host_pid || !c->node) {
-        rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
-        goto out;
-    }
-    int nnodes = 0, local_rank = 0, local_size = 0;
-    for (int i = 0; i < nm; i++) {
-        int q = m[i].parent_rank;
-        if (q == p->rank)
-            c->rank = i;
-        c->peers[i] = p->peers[q];
-        memcpy(c->hosts[i], p->hosts[q], sizeof(c->hosts[i]));
-        c->host_pid[i] = p->host_pid[q];
-    }
-    /* the parent's nodes, numbered again in order of first appearance */
-    for (int i = 0; i < nm; i++) {
-        int pn = p->node[m[i].parent_rank], j = 0;
-        while (j < i && p->node[m[j].parent_rank] != pn)
-            j++;
-        c->node[i] = j < i ? c->node[j] : nnodes++;
-    }
     for (int i = 0; i < nm; i++)
-        if (c->node[i] == c->node[c->rank]) {
-            local_size++;
-            if (i < c->rank)
-                local_rank++;
-        }
-    c->nnodes = nnodes;
-    c->id = id;
-    c->gpu_device = p->gpu_device;
-    c->cfg = p->cfg;
-    c->oversubscribed = p->oversubscribed;
-    c->tuning = p->tuning;
-    c->chunk = p->chunk;
-    c->window = p->window;
-    c->eager_max = p->eager_max;
-    c->attr = p->attr;
-    c->attr.nnodes = nnodes;
-    c->attr.local_rank = local_rank;
-    c->attr.local_size = local_size;
-    pthread_mutex_lock(&p->sh->lock);
-    if (p->sh->next_comm_id <= id)
-        p->sh->next_comm_id = id + 1;
-    p->sh->refs++;
-    c->sh = p->sh;
-    pthread_mutex_unlock(&p->sh->lock);
+        members[i] = m[i].parent_rank;
+    rc = comm_child(p, members, nm, id, &c);
+    if (rc != FC_SUCCESS)
+        goto out;
     FC_INFO(LOG_INIT, "split: color %d key %d -> rank %d of %d (communicator id %u)", color, key,
             c->rank, nm, id);
     *out = c;
@@ -407,5 +429,6 @@ out:
     comm_free(c);
     free(all);
     free(m);
+    free(members);
     return rc;
 }

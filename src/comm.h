@@ -2,7 +2,8 @@
 /*
  * Communicators and requests: the layer between the public API (api.c)
  * and the schedules (select.c, coll/, sched.c). comm.c creates, splits and
- * destroys communicators (with the steps of comm_setup.c), collective.c
+ * destroys communicators (with the steps of comm_setup.c), shrink.c makes
+ * the survivors' communicator after a failure, collective.c
  * turns a call into a started request (with the cache of rcache.c), and
  * request.c runs requests to completion.
  *
@@ -142,6 +143,7 @@ struct fc_comm {
     int oversubscribed;        /* more ranks on this node than CPUs for them all */
     double oversub;            /* ranks per CPU on the job's most crowded node (0: none) */
     fc_result_t broken;        /* set after a failure that leaves it unusable */
+    unsigned shrinks;          /* fc_comm_shrink calls on it (each its own tags) */
     char brokenmsg[512];
     int gpu_device;            /* -1 until a device collective */
     /* finished small host-memory collectives, kept to run again when the
@@ -190,6 +192,8 @@ struct fc_request {
     int wait_noted;            /* that wait was logged */
     uint64_t tagbase;
     void *sendbuf, *recvbuf;
+    void *owned;               /* memory its schedule reads or writes, freed with it (a
+                                  request parked with transfers posted outlives its caller) */
 };
 
 /* ---- comm.c: communicators --------------------------------------------------- */
@@ -200,6 +204,17 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, const struct comm_devi
                         struct fc_comm **out);
 /* fc_comm_split. */
 fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **out);
+/* A communicator of p's ranks members[0..nm-1] (in that order, p's rank
+ * among them) over p's endpoint, with communicator id id; local. */
+fc_result_t comm_child(struct fc_comm *p, const int *members, int nm, uint32_t id,
+                       struct fc_comm **out);
+
+/* ---- shrink.c: the survivors of a failure ------------------------------------ */
+
+/* fc_comm_shrink: the ranks of c still alive agree on who they are
+ * (messages of kind TAG_KIND_CTRL over c's endpoint, bounded by
+ * FC_TIMEOUT) and get a communicator of them in their old order. */
+fc_result_t comm_shrink(struct fc_comm *c, struct fc_comm **out);
 fc_result_t comm_destroy(struct fc_comm *c, int abort);
 
 /* ---- comm_setup.c: what creation derives ------------------------------------------ */
@@ -244,6 +259,10 @@ fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint6
 void comm_finish(struct fc_request *r, fc_result_t rc);
 /* Runs the progress engine once for every running request of c's context. */
 void comm_progress_locked(struct comm_shared *sh);
+/* Lets go of r (lock held), whether it finished or not: one still running
+ * fails with rc and msg; one with transfers still posted is parked until
+ * they drain, others are freed. Nothing is broken by it. */
+void comm_request_drop_locked(struct fc_request *r, fc_result_t rc, const char *msg);
 /* Waits (bounded by FC_TIMEOUT) and frees; returns the request's result. */
 fc_result_t comm_wait(struct fc_request *r);
 /* Nonblocking check; *done = 1 and freed when finished. */

@@ -53,6 +53,7 @@ void comm_request_free(struct fc_request *r)
 {
     end_route(r); /* one that never finished */
     sched_release(&r->s);
+    free(r->owned);
     free(r);
 }
 
@@ -217,6 +218,21 @@ static fc_result_t reap(struct fc_request *r)
     }
     pthread_mutex_unlock(&c->sh->lock);
     return rc;
+}
+
+void comm_request_drop_locked(struct fc_request *r, fc_result_t rc, const char *msg)
+{
+    struct comm_shared *sh = r->comm->sh;
+    if (!r->done) {
+        sched_fail(&r->s, rc, "%s", msg); /* late completions only drain it */
+        comm_finish(r, rc);
+    }
+    if (r->s.xfers_out > 0 && sh->failed == FC_SUCCESS) {
+        r->next = sh->zombies;
+        sh->zombies = r;
+    } else {
+        comm_request_free(r);
+    }
 }
 
 /* Checks r for lack of progress; fails it on FC_TIMEOUT. Lock held. */

@@ -78,6 +78,7 @@ all_tests=(
     "bad_args|job|1|"
     "timeout|job|2|FC_TIMEOUT=2"
     "peer_exit|job|2|FC_TIMEOUT=3"
+    "shrink|job|2|FC_TIMEOUT=2"
     "gpu_peer_exit|job|2|FC_TIMEOUT=3"
     "bad_provider|job|1|FI_PROVIDER=verbs"
     "uid|self|1|"
