@@ -93,6 +93,9 @@ static fc_result_t exchange(struct shrink *k, int q, const uint64_t *msg, uint64
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     }
     memcpy(r->owned, msg, k->len);
+    /* eager, never the RMA rendezvous: a rank that comes back late must
+     * find the message though its sender no longer drives progress */
+    r->delivery = 1;
     r->s.coll_name = "shrink";
     r->s.algo_name = "agreement";
     sched_send(&r->s, q, 0, sbuf(R_SEND, 0), k->len);

@@ -8,7 +8,7 @@ set -eu
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 pkgs="build-essential autoconf automake libtool pkg-config libfabric-dev libfabric-bin \
-libhwloc-dev hwloc libcriterion-dev libpmix-dev libpmi2-0-dev iproute2 procps"
+libhwloc-dev hwloc libcriterion-dev libpmix-dev libpmi2-0-dev iproute2 procps valgrind"
 if [ "${1:-}" = "--full" ]; then
     pkgs="$pkgs slurm-wlm munge openmpi-bin libopenmpi-dev python3-matplotlib"
 fi

@@ -70,6 +70,10 @@ else
     one "sweep, tcp x3 with FC_CHUNK_SIZE=20000, FC_PROTO=rndv" -p tcp -n 3 -x FT_SWEEP=full \
         -x FC_CHUNK_SIZE=20000 -x FC_PROTO=rndv sweep
     one "sweep, shm x3 with the default chunk" -p shm -n 3 -x FT_SWEEP=full sweep
+    # soaks: 20000 calls at random (sweep -s), every element checked
+    one "soak, tcp x4" -p tcp -n 4 -x FT_SWEEP=soak:20000 sweep
+    one "soak, shm x3 with FC_CHUNK_SIZE=8K" -p shm -n 3 -x FC_CHUNK_SIZE=8K \
+        -x FT_SWEEP=soak:20000 sweep
     one "sweep, tcp x3 with the default chunk" -p tcp -n 3 -x FT_SWEEP=full sweep
 fi
 # rails: chunks dealt over several endpoints per rank, each driven by its
@@ -118,6 +122,13 @@ if "$here/nic_map_test.sh"; then
 else
     summary+=("fc_info NIC map: FAILED"); total_fail=$((total_fail + 1))
 fi
+echo "=== valgrind"
+"$here/valgrind_test.sh"
+case $? in
+0) summary+=("valgrind: passed"); total_pass=$((total_pass + 1)) ;;
+77) summary+=("valgrind: SKIPPED (no valgrind)"); total_skip=$((total_skip + 1)) ;;
+*) summary+=("valgrind: FAILED"); total_fail=$((total_fail + 1)) ;;
+esac
 echo "=== fc_perf --table"
 if "$here/perf_table.sh"; then
     summary+=("fc_perf --table: passed"); total_pass=$((total_pass + 1))

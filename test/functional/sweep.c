@@ -11,7 +11,8 @@
  * guard bytes before and after every buffer must be left untouched (so
  * must an out-of-place send buffer).
  *
- *   sweep [-D host|cuda] [-S] [-L] [-q] [-v] [-C COLLS] [-d DTYPES] [-c COUNTS] [-i 0|1]
+ *   sweep [-D host|cuda] [-S] [-L] [-q] [-s N] [-v] [-C COLLS] [-d DTYPES] [-c COUNTS]
+ *         [-i 0|1]
  *
  *   -D cuda   buffers in GPU memory (GPU local_rank % count); not run (77)
  *             where there is no GPU. Host and device runs share every code
@@ -32,9 +33,15 @@
  *             failure: `sweep -D cuda -S -L -C broadcast -d int8 -c 50331663`.
  *   -v        rank 0 prints every call before it makes it.
  *
+ *   -s N      soak: N calls drawn at random (the same on every rank, from
+ *             FT_SOAK_SEED, default 1) from every collective, all ten
+ *             datatypes (sums; int32 and int8 max, float32 and float64
+ *             min), the counts above up to 2 MiB buffers, in place or not,
+ *             any root, each checked as above.
+ *
  * FT_SWEEP=quick in the environment is -q (run.sh's table asks for it, so
  * every run of the whole suite stays short; check.sh's own sweep runs give
- * FT_SWEEP=full, the whole list).
+ * FT_SWEEP=full, the whole list); FT_SWEEP=soak:N is -s N.
  *
  * The chunk: FC_CHUNK_SIZE from the environment (every rank's, as fc_run
  * -x gives it), rounded as the engine rounds it (down to a multiple of 64,
@@ -609,20 +616,23 @@ static int parse_dt(const char *s, struct plan *p)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sweep [-D host|cuda] [-S] [-L] [-q] [-v] [-C COLLS] [-d DTYPES] "
+    fprintf(f, "usage: sweep [-D host|cuda] [-S] [-L] [-q] [-s N] [-v] [-C COLLS] [-d DTYPES] "
                "[-c COUNTS] [-i 0|1]\n(see the comment at the top of test/functional/sweep.c)\n");
 }
 
 int main(int argc, char **argv)
 {
     int large = 0, quick = 0, only_ip = -1;
+    long soak = 0;
     unsigned kinds = (1u << NKINDS) - 1;
     const char *dts = NULL, *cnts = NULL;
     const char *env = getenv("FT_SWEEP");
     if (env && !strcmp(env, "quick"))
         quick = 1;
+    if (env && !strncmp(env, "soak:", 5))
+        soak = atol(env + 5);
     int o;
-    while ((o = getopt(argc, argv, "D:SLqvC:d:c:i:h")) != -1) {
+    while ((o = getopt(argc, argv, "D:SLqs:vC:d:c:i:h")) != -1) {
         switch (o) {
         case 'D':
             if (!strcasecmp(optarg, "cuda"))
@@ -635,6 +645,7 @@ int main(int argc, char **argv)
         case 'S': streams = 1; break;
         case 'L': large = 1; break;
         case 'q': quick = 1; break;
+        case 's': soak = atol(optarg); break;
         case 'v': verbose = 1; break;
         case 'C': {
             kinds = 0;
@@ -674,6 +685,16 @@ int main(int argc, char **argv)
                 return 2;
             }
         free(dup);
+    } else if (soak > 0) {
+        const unsigned all = T_SMALL | T_MID | T_CHUNK | T_BYTES;
+        quick = 1;
+        large = 0;
+        for (int d = 0; d < 10; d++)
+            plans[np++] = (struct plan){ft_dtypes[d], FC_SUM, all};
+        plans[np++] = (struct plan){FC_INT32, FC_MAX, all};
+        plans[np++] = (struct plan){FC_INT8, FC_MAX, all};
+        plans[np++] = (struct plan){FC_FLOAT32, FC_MIN, all};
+        plans[np++] = (struct plan){FC_FLOAT64, FC_MIN, all};
     } else {
         const unsigned all = T_SMALL | T_MID | T_CHUNK | T_BYTES;
         plans[np++] = (struct plan){FC_FLOAT32, FC_SUM, all | T_LARGE};
@@ -753,7 +774,47 @@ int main(int argc, char **argv)
                cap);
     const double t0 = ft_now();
     long skipped = 0, seq = 0;
-    for (int k = 0; k < NKINDS; k++) {
+    uint64_t lcg = getenv("FT_SOAK_SEED") ? strtoull(getenv("FT_SOAK_SEED"), NULL, 10) : 1;
+    long rejected = 0;
+    for (long n = 0; n < soak; n++) {
+        if (rejected > 1000000) {
+            ft_fail(&t, __FILE__, __LINE__, "soak: no call of -C/-d/-c/-i fits the buffers");
+            break;
+        }
+        /* the same draws on every rank */
+        uint32_t d[6];
+        for (int j = 0; j < 6; j++) {
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            d[j] = (uint32_t)(lcg >> 33);
+        }
+        int k = (int)(d[0] % NKINDS), p = (int)(d[1] % (uint32_t)np);
+        if (!(kinds & (1u << k)) || (!is_red((enum kind)k) && plans[p].op != FC_SUM) ||
+            nl[p] == 0) {
+            n--, rejected++;
+            continue;
+        }
+        const struct count *cn = &lists[p][d[2] % (uint32_t)nl[p]];
+        struct call c = {.k = (enum kind)k, .dt = plans[p].dt, .op = plans[p].op,
+                         .count = cn->n, .es = fc_datatype_size(plans[p].dt), .what = cn->what,
+                         .ip = (int)(d[3] & 1), .root = (int)(d[4] % (uint32_t)t.size)};
+        size_t big = (nsend(&c) > nrecv(&c) ? nsend(&c) : nrecv(&c)) * c.es;
+        if (!cn->cls || big > limit || big > cap || (only_ip >= 0 && c.ip != only_ip)) {
+            n--, rejected++;
+            continue;
+        }
+        rejected = 0;
+        run_call(&c, NULL);
+        if (n % 64 == 63 || n == soak - 1) {
+            int32_t mine = t.failures, most = 0;
+            if (fc_allreduce(&mine, &most, 1, FC_INT32, FC_MAX, t.comm) != FC_SUCCESS ||
+                most > 0) {
+                fprintf(stderr, "sweep: rank %d: soak stops after call %ld: %d failures here, "
+                        "%d on the rank with the most\n", t.rank, n, t.failures, (int)most);
+                goto done;
+            }
+        }
+    }
+    for (int k = 0; k < NKINDS && soak == 0; k++) {
         if (!(kinds & (1u << k)))
             continue;
         for (int p = 0; p < np; p++) {
