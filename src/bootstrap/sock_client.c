@@ -60,11 +60,30 @@ static fc_result_t sock_allgather(struct boot *b, const void *mine, size_t len, 
     }
     unsigned char h[8];
     int r = sock_recv_all(s->fd, h, 8, s->timeout);
+    char who[512] = "";
+    if (r == -2) {
+        /* ask the rendezvous whom it waits for: its answer, or the result
+         * that came just now */
+        if (sock_send_msg(s->fd, MSG_WHO, NULL, 0, 1.0) == 0 &&
+            sock_recv_all(s->fd, h, 8, 2.0) == 0) {
+            r = 0;
+            if (sock_get32(h) == MSG_STATUS) {
+                size_t l = sock_get32(h + 4);
+                if (l >= sizeof(who))
+                    l = sizeof(who) - 1;
+                if (sock_recv_all(s->fd, who, l, 1.0) == 0)
+                    who[l] = '\0';
+                else
+                    who[0] = '\0';
+                r = -2;
+            }
+        }
+    }
     if (r == -2)
         return FC_ERR(FC_ERR_TIMEOUT,
-                      "the rendezvous at %s sent nothing for %.0f s (FC_BOOT_TIMEOUT): some "
-                      "ranks have not reached this point",
-                      s->where, s->timeout);
+                      "the rendezvous at %s sent nothing for %.0f s (FC_BOOT_TIMEOUT): %s",
+                      s->where, s->timeout,
+                      who[0] ? who : "some ranks have not reached this point");
     if (r)
         return FC_ERR(FC_ERR_BOOTSTRAP,
                       "the rendezvous at %s closed the connection: the process serving it "

@@ -18,6 +18,8 @@
 #define MSG_ERROR 3u
 #define MSG_CONTRIB 4u
 #define MSG_BYE 5u
+#define MSG_WHO 6u    /* a client that waited too long: who is missing? */
+#define MSG_STATUS 7u /* the answer, as text */
 #define MAX_BLOB (16u << 20)
 
 /* CLOCK_MONOTONIC, in seconds. */

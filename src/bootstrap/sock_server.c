@@ -57,6 +57,7 @@ struct srv_sess {
     size_t len;
     unsigned char *buf;
     unsigned char *have;
+    unsigned char *seen;   /* per rank: it joined (it may have left since) */
     int ncontrib;
     double t0;
     int failed;
@@ -128,6 +129,7 @@ static void sess_free(struct boot_server *sv, struct srv_sess *s)
     free(s->by_rank);
     free(s->buf);
     free(s->have);
+    free(s->seen);
     free(s);
     sv->sessions_done++;
 }
@@ -159,9 +161,11 @@ static struct srv_sess *sess_get(struct boot_server *sv, uint32_t id, int nranks
         return NULL;
     s->by_rank = calloc((size_t)nranks, sizeof(*s->by_rank));
     s->have = calloc((size_t)nranks, 1);
-    if (!s->by_rank || !s->have) {
+    s->seen = calloc((size_t)nranks, 1);
+    if (!s->by_rank || !s->have || !s->seen) {
         free(s->by_rank);
         free(s->have);
+        free(s->seen);
         free(s);
         return NULL;
     }
@@ -179,7 +183,7 @@ static void list_missing(struct srv_sess *s, char *buf, size_t len)
     int shown = 0;
     buf[0] = '\0';
     for (int r = 0; r < s->nranks && o + 16 < len; r++)
-        if (!s->by_rank[r]) {
+        if (!s->seen[r]) {
             if (shown == 16) {
                 o += (size_t)snprintf(buf + o, len - o, ",...");
                 break;
@@ -232,6 +236,7 @@ static int on_hello(struct boot_server *sv, int i)
     c->s = s;
     c->rank = rank;
     s->by_rank[rank] = c;
+    s->seen[rank] = 1;
     s->njoined++;
     FC_TRACE(LOG_BOOT, "rendezvous session %u: rank %d joined from %s (%d/%d)", sid, rank,
              c->peer, s->njoined, nranks);
@@ -251,6 +256,31 @@ static int on_message(struct boot_server *sv, struct srv_conn *c, uint32_t type,
         if (s->nbye == s->nranks)
             sess_free(sv, s);
         return -1;
+    }
+    if (type == MSG_WHO) {
+        char miss[256], msg[512];
+        if (s->njoined < s->nranks) {
+            list_missing(s, miss, sizeof(miss));
+            snprintf(msg, sizeof(msg),
+                     "ranks %s of %d have not joined it (not started, started with another "
+                     "FC_ROOT_ADDR or unique id, or exited before fc_comm_init)",
+                     miss, s->nranks);
+        } else if (s->ncontrib > 0) {
+            size_t o = 0;
+            int shown = 0;
+            miss[0] = '\0';
+            for (int r = 0; r < s->nranks && o + 16 < sizeof(miss); r++)
+                if (!s->have[r] && shown++ < 16)
+                    o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", o ? "," : "", r);
+            snprintf(msg, sizeof(msg),
+                     "every rank joined it, but ranks %s of %d have not reached this step of "
+                     "fc_comm_init (stuck or slow before it)",
+                     miss, s->nranks);
+        } else {
+            snprintf(msg, sizeof(msg), "it waits for no rank now");
+        }
+        sock_send_msg(c->fd, MSG_STATUS, msg, strlen(msg), 1.0);
+        return 0;
     }
     if (type != MSG_CONTRIB) {
         sess_fail(sv, s, "rank %d sent an unknown message", c->rank);

@@ -143,5 +143,13 @@ if [ -x "$bindir/barrier" ]; then
     rm -rf "$sigdir"
 fi
 
+# a rank that exits before fc_comm_init: the others' timeout names it
+if [ -x "$bindir/barrier" ]; then
+    err=$("$fc_run" -n 3 -x FC_BOOT_TIMEOUT=2 \
+        sh -c '[ "$FC_RANK" = 1 ] && exit 0; exec "$0"' "$bindir/barrier" 2>&1)
+    check "a rank that never joined is named by the others (2 of them)" 2 \
+        "$(echo "$err" | grep -c 'fc_comm_init failed.*ranks 1 of 3 have not joined it')"
+fi
+
 echo "fc_run: $fails failure(s)"
 [ $fails = 0 ]
