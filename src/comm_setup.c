@@ -453,7 +453,11 @@ static void rank_info_mine(struct rank_info *mine, const cfg_t *cfg, const struc
         for (int i = 0; i < 1024 && i < mine->cpus; i++)
             mine->cpumask[i / 64] |= 1ull << (i % 64);
     }
-    fc_result_t rc = prov_discover(cfg, &mine->provs);
+    /* a topology file is read only where there are NICs to choose from:
+     * one that cannot be loaded is an error on every node, not only there */
+    fc_result_t rc = cfg->topo_file[0] ? topo_check_file(cfg->topo_file) : FC_SUCCESS;
+    if (rc == FC_SUCCESS)
+        rc = prov_discover(cfg, &mine->provs);
     if (rc != FC_SUCCESS) {
         mine->status = rc; /* told to every rank by the exchange */
         snprintf(mine->err, sizeof(mine->err), "%s", err_get());

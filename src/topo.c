@@ -36,6 +36,15 @@ fc_result_t topo_load(hwloc_topology_t *t, const char *file)
     return FC_SUCCESS;
 }
 
+fc_result_t topo_check_file(const char *file)
+{
+    hwloc_topology_t t;
+    fc_result_t rc = topo_load(&t, file);
+    if (rc == FC_SUCCESS)
+        hwloc_topology_destroy(t);
+    return rc;
+}
+
 static int load(hwloc_topology_t *t)
 {
     return topo_load(t, config_global(NULL)->topo_file) == FC_SUCCESS ? 0 : -1;
@@ -117,6 +126,12 @@ void topo_print(FILE *fp, int verbose)
     hwloc_topology_destroy(t);
 }
 #else
+fc_result_t topo_check_file(const char *file)
+{
+    FC_WARN(LOG_TOPO, "FC_TOPO_FILE=%s is ignored: this build has no hwloc", file);
+    return FC_SUCCESS;
+}
+
 int topo_summary(struct topo_summary *s)
 {
     memset(s, 0, sizeof(*s));

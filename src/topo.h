@@ -16,6 +16,10 @@ struct topo_summary {
     int numa, cores, pus, gpus, nics;
 };
 
+/* FC_TOPO_FILE can be loaded as an hwloc XML topology (FC_SUCCESS), or
+ * the error naming it and the fix. A build without hwloc warns that it is
+ * ignored. */
+fc_result_t topo_check_file(const char *file);
 /* Reads the topology (FC_TOPO_FILE when set); 0 on success. */
 int topo_summary(struct topo_summary *s);
 /* Prints devices and locality for fc_info. */

@@ -151,5 +151,14 @@ if [ -x "$bindir/barrier" ]; then
         "$(echo "$err" | grep -c 'fc_comm_init failed.*ranks 1 of 3 have not joined it')"
 fi
 
+# a topology file that is not one fails init on every rank, naming it
+if [ -x "$bindir/barrier" ]; then
+    bad=$(mktemp); echo "not <xml" >"$bad"
+    err=$("$fc_run" -n 2 -p shm -x FC_TOPO_FILE="$bad" "$bindir/barrier" 2>&1)
+    check "a garbage FC_TOPO_FILE fails init on both ranks" 2 \
+        "$(echo "$err" | grep -c 'fc_comm_init failed.*FC_TOPO_FILE=.* is not a readable hwloc XML')"
+    rm -f "$bad"
+fi
+
 echo "fc_run: $fails failure(s)"
 [ $fails = 0 ]
