@@ -83,9 +83,9 @@ FC_API fc_result_t fc_comm_dup(fc_comm_t comm, fc_comm_t *newcomm);
 /* After FC_ERR_PEER_FAILED or FC_ERR_TIMEOUT: collective over the ranks of
  * comm still alive, which agree on who they are. *newcomm holds them in
  * their old order, ranked 0..k-1, over comm's endpoints. A rank that
- * answers no agreement message within the round's window (twice
- * FC_TIMEOUT in the first round, FC_TIMEOUT after) is left out; one that
- * finds itself left out gets FC_ERR_PEER_FAILED. comm must still be
+ * answers no agreement message within a round's window (twice
+ * FC_TIMEOUT) is left out; one that finds itself left out gets
+ * FC_ERR_PEER_FAILED. comm must still be
  * destroyed or aborted. The receive buffer of the call that failed may
  * still be written by messages its peers sent before they saw the failure:
  * give the calls that follow other buffers where that matters. */

@@ -117,6 +117,7 @@ static void shared_release(struct comm_shared *sh)
     paths_destroy(sh->paths);
     for (int i = 1; i < sh->nrails; i++)
         prov_close(sh->rail_ep[i]);
+    boot_collector_stop(sh->collector);
     prov_close(sh->local_ep);
     prov_close(sh->ep);
     pthread_mutex_destroy(&sh->lock);
@@ -135,6 +136,7 @@ static void comm_free(struct fc_comm *c)
     free(c->p2p_recvd);
     free(c->hosts);
     free(c->host_pid);
+    free(c->pidns);
     free(c);
 }
 
@@ -298,8 +300,10 @@ fc_result_t comm_child(struct fc_comm *p, const int *members, int nm, uint32_t i
     c->p2p_recvd = calloc((size_t)nm, sizeof(uint64_t));
     c->hosts = calloc((size_t)nm, sizeof(*c->hosts));
     c->host_pid = calloc((size_t)nm, sizeof(int));
+    c->pidns = calloc((size_t)nm, sizeof(uint64_t));
     c->node = calloc((size_t)nm, sizeof(int));
-    if (!c->peers || !c->p2p_sent || !c->p2p_recvd || !c->hosts || !c->host_pid || !c->node) {
+    if (!c->peers || !c->p2p_sent || !c->p2p_recvd || !c->hosts || !c->host_pid || !c->pidns ||
+        !c->node) {
         rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
@@ -315,6 +319,7 @@ fc_result_t comm_child(struct fc_comm *p, const int *members, int nm, uint32_t i
         c->peers[i] = p->peers[q];
         memcpy(c->hosts[i], p->hosts[q], sizeof(c->hosts[i]));
         c->host_pid[i] = p->host_pid[q];
+        c->pidns[i] = p->pidns[q];
     }
     if (c->rank < 0) {
         rc = FC_ERR(FC_ERR_INTERNAL, "this rank is not a member of its new communicator");

@@ -36,6 +36,7 @@ struct fused;
 struct rails;
 struct paths;
 struct comm_shared;
+struct boot_collector;
 
 /* ---- the device branch, as the core sees it ----------------------------------
  * Device memory lives beside the core (src/gpu/), which never includes it
@@ -109,6 +110,13 @@ struct comm_shared {
     struct fc_request *active; /* running requests of every communicator here */
     struct fc_request *zombies; /* failed requests with transfers still posted */
     fc_result_t failed;        /* the transport itself failed */
+    /* the hang report (hang.c): where this process sends its state when a
+     * collective times out (report_port 0: nowhere), and the collector
+     * itself in the top-level rank 0's process */
+    struct boot_collector *collector;
+    char report_ip[48];
+    int report_port;
+    uint8_t report_token[16];
     char failmsg[512];
     /* stream-ordered operations, waiting for their stream's earlier work */
     struct fc_request *stream_q, *stream_q_tail;
@@ -140,6 +148,7 @@ struct fc_comm {
     int *node;                 /* per comm rank: its node (0 .. nnodes - 1, FC_NODE) */
     int nnodes;
     int *host_pid;
+    uint64_t *pidns;           /* per comm rank: its process id namespace (shrink.c) */
     int oversubscribed;        /* more ranks on this node than CPUs for them all */
     double oversub;            /* ranks per CPU on the job's most crowded node (0: none) */
     fc_result_t broken;        /* set after a failure that leaves it unusable */
@@ -208,6 +217,15 @@ fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **o
  * among them) over p's endpoint, with communicator id id; local. */
 fc_result_t comm_child(struct fc_comm *p, const int *members, int nm, uint32_t id,
                        struct fc_comm **out);
+
+/* ---- hang.c: the job-wide view of a timed-out collective ------------------------- */
+
+/* After r (a collective, desc: its description) timed out: this rank's
+ * state goes to the collector over TCP; in the collector's process, the
+ * table of every rank's state and the ranks the job waits on is logged
+ * (after waiting up to half FC_TIMEOUT, at most 10 s, for the others'
+ * reports). No lock held. Called by request.c; calls nothing of it. */
+void comm_hang_report(struct fc_request *r, const char *desc);
 
 /* ---- shrink.c: the survivors of a failure ------------------------------------ */
 

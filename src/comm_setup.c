@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "boot.h"
@@ -45,6 +46,11 @@ struct rank_info {
     char err[384];
     char node[64];      /* FC_NODE, else the host name: which node this rank counts as */
     uint64_t node_hash;
+    uint64_t pidns; /* the process id namespace (its inode; 0: unknown) */
+    /* rank 0's hang report collector (port 0: none) */
+    char report_ip[48];
+    int32_t report_port;
+    uint8_t report_token[BOOT_TOKEN_LEN];
     struct prov_list provs;
 };
 
@@ -408,13 +414,16 @@ fc_result_t comm_setup_init(struct comm_setup *st, struct boot *b, struct fc_com
     st->pnames = calloc((size_t)st->n, sizeof(*st->pnames));
     c->hosts = calloc((size_t)st->n, sizeof(*c->hosts));
     c->host_pid = calloc((size_t)st->n, sizeof(int));
-    if (!st->infos || !st->names || !st->pnames || !c->hosts || !c->host_pid)
+    c->pidns = calloc((size_t)st->n, sizeof(uint64_t));
+    if (!st->infos || !st->names || !st->pnames || !c->hosts || !c->host_pid || !c->pidns)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d ranks", st->n);
     return FC_SUCCESS;
 }
 
 void comm_setup_free(struct comm_setup *st)
 {
+    boot_collector_stop(st->collector); /* creation failed before the family took it */
+    st->collector = NULL;
     free(st->infos);
     free(st->names);
     free(st->pnames);
@@ -455,6 +464,9 @@ static void rank_info_mine(struct rank_info *mine, const cfg_t *cfg, const struc
     }
     /* a topology file is read only where there are NICs to choose from:
      * one that cannot be loaded is an error on every node, not only there */
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) == 0)
+        mine->pidns = ((uint64_t)ns.st_dev << 32) ^ (uint64_t)ns.st_ino;
     fc_result_t rc = cfg->topo_file[0] ? topo_check_file(cfg->topo_file) : FC_SUCCESS;
     if (rc == FC_SUCCESS)
         rc = prov_discover(cfg, &mine->provs);
@@ -470,6 +482,16 @@ fc_result_t comm_setup_gather(struct comm_setup *st, struct fc_comm *c,
     const int n = st->n;
     struct rank_info mine;
     rank_info_mine(&mine, &c->cfg, dev);
+    if (st->me == 0 && n > 1 && c->cfg.hang_report) {
+        /* where the others send their state when a collective times out */
+        boot_local_address(&c->cfg, mine.report_ip, sizeof(mine.report_ip));
+        int port = 0;
+        if (boot_collector_start(mine.report_ip, &st->collector, &port, mine.report_token) ==
+            FC_SUCCESS)
+            mine.report_port = port;
+        else
+            FC_WARN(LOG_INIT, "no hang report for this job: %s", err_get());
+    }
     fc_result_t rc = st->b->ops->allgather(st->b, &mine, sizeof(mine), st->infos);
     if (rc != FC_SUCCESS)
         return rc;
@@ -479,6 +501,7 @@ fc_result_t comm_setup_gather(struct comm_setup *st, struct fc_comm *c,
         infos[r].node[sizeof(infos[r].node) - 1] = '\0';
         snprintf(c->hosts[r], sizeof(c->hosts[r]), "%s", infos[r].host);
         c->host_pid[r] = infos[r].pid;
+        c->pidns[r] = infos[r].pidns;
         snprintf(st->pnames[r], sizeof(st->pnames[r]), "%.40s pid %d", infos[r].host,
                  infos[r].pid);
         st->names[r] = c->hosts[r];
@@ -689,6 +712,16 @@ out:
 fc_result_t comm_setup_comm(struct comm_setup *st, struct fc_comm *c)
 {
     const int n = st->n;
+    struct comm_shared *sh = c->sh;
+    _Static_assert(sizeof(sh->report_token) == BOOT_TOKEN_LEN, "the hang report's token");
+    sh->collector = st->collector; /* the family stops it */
+    st->collector = NULL;
+    if (st->infos[0].report_port > 0) {
+        st->infos[0].report_ip[sizeof(st->infos[0].report_ip) - 1] = '\0';
+        snprintf(sh->report_ip, sizeof(sh->report_ip), "%s", st->infos[0].report_ip);
+        sh->report_port = st->infos[0].report_port;
+        memcpy(sh->report_token, st->infos[0].report_token, BOOT_TOKEN_LEN);
+    }
     c->peers = calloc((size_t)n, sizeof(int));
     c->p2p_sent = calloc((size_t)n, sizeof(uint64_t));
     c->p2p_recvd = calloc((size_t)n, sizeof(uint64_t));

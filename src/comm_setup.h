@@ -33,6 +33,7 @@ struct comm_setup {
      * rail i opens on nic[i % nnic]; nnic 0: no preference (tcp, shm) */
     char nic[COMM_MAX_RAILS][PROV_NAME_LEN];
     int nnic;
+    struct boot_collector *collector; /* rank 0's hang reports, until the family has it */
 };
 
 /* Zeroes st and allocates its per-rank arrays and c's (hosts, host_pid). */

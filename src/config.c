@@ -131,6 +131,11 @@ static const struct row rows[] = {
      "Completion-queue polls before a waiting rank yields its CPU (then it sleeps, so "
      "oversubscribed ranks do not starve each other). 0 = auto: 2000, or 1 (yield at once) "
      "where a node's ranks outnumber the CPUs they may run on."},
+    {"FC_HANG_REPORT", T_BOOL, "1", F(hang_report), NULL, S_USER,
+     "1 = when a collective times out, every rank sends what it was doing (the call, its "
+     "step, the ranks it waits for) to rank 0 over TCP, not the fabric, and rank 0 prints "
+     "one table naming the ranks the job waits on, after waiting up to half FC_TIMEOUT "
+     "(at most 10 s) for the reports. Rank 0's value holds for all."},
     {"FC_PROGRESS_THREAD", T_BOOL, "0", F(progress_thread), NULL, S_USER,
      "1 = a background thread drives nonblocking operations while the application computes."},
     {"FC_MR_MODE", T_MRMODE, NULL, F(mr_mode_force), "local,virt_addr,prov_key,allocated,endpoint,hmem,verbs",

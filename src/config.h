@@ -62,6 +62,7 @@ typedef struct cfg {
     char topo_file[CFG_STR];
     int spin;             /* polls before yielding the CPU */
     int progress_thread;
+    int hang_report;
     unsigned mr_mode_force; /* FC_MR_MODE: enum cfg_mr bits honoured as if demanded */
     size_t mr_cache_max;  /* registration cache bound, bytes */
     /* bootstrap */

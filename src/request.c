@@ -194,6 +194,10 @@ static fc_result_t reap(struct fc_request *r)
                  r->s.errmsg[0] ? r->s.errmsg : fc_strerror(rc));
         err_restore(msg);
         FC_WARN(LOG_COLL, "%s", msg);
+        if (rc == FC_ERR_TIMEOUT && !r->p2p) {
+            comm_hang_report(r, comm_request_desc(r)); /* the job-wide table, in rank 0's */
+            err_restore(msg);
+        }
         /* A point-to-point count mismatch found on a message that arrived
          * whole leaves the communicator usable where nothing of the call is
          * still posted (no late message can land in the caller's memory). A

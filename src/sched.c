@@ -841,6 +841,22 @@ void sched_describe_wait(const struct sched *s, char *buf, size_t len)
         snprintf(buf, len, "no transfer posted (%u of %u steps done)", s->ndone, s->nsteps);
 }
 
+int sched_waiting_for(const struct sched *s, int *peers, int max)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        const struct sched_step *st = &s->steps[i];
+        if (!is_xfer(st) || st->complete || st->inflight == 0)
+            continue;
+        int seen = 0;
+        for (int k = 0; k < n && !seen; k++)
+            seen = peers[k] == st->peer;
+        if (!seen && n < max)
+            peers[n++] = st->peer;
+    }
+    return n;
+}
+
 void sched_release(struct sched *s)
 {
     if (s->scratch) {

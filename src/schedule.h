@@ -228,6 +228,9 @@ static inline int sched_done(const struct sched *s)
 /* Records a failure (first one wins). */
 void sched_fail(struct sched *s, fc_result_t rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The communicator ranks of the transfers posted and not complete (each
+ * once, at most max); returns how many. */
+int sched_waiting_for(const struct sched *s, int *peers, int max);
 /* Writes "rank 1 (recv step 3), rank 2 (send step 4)" for posted transfers
  * not yet complete, or for steps blocked on them. */
 void sched_describe_wait(const struct sched *s, char *buf, size_t len);

@@ -21,10 +21,14 @@
  *     though they gave it up when that round ended; their second messages
  *     tell it so.)
  * A rank that receives a set without itself was given up by the others and
- * fails with FC_ERR_PEER_FAILED. The first round waits for twice FC_TIMEOUT
- * (a survivor may still be waiting out the failed call), later ones once.
- * A rank that dies during the agreement may leave survivors with different
- * sets; their next call fails, and shrinking again converges.
+ * fails with FC_ERR_PEER_FAILED. Every round waits up to twice FC_TIMEOUT
+ * (a survivor may still be waiting out the failed call). A message counts
+ * when it arrived, whether or not this rank's own got through.
+ *
+ * This is not a consensus protocol: a rank that dies during the agreement,
+ * or a message that reaches one member within its window and another not,
+ * can leave survivors with different communicators, whose calls then fail
+ * or time out; abort them and create a new one.
  */
 #define _GNU_SOURCE
 #include "comm.h"
@@ -45,6 +49,7 @@
 #define SHRINK_EPOCHS ((TAG_SEQ_MASK + 1 - SHRINK_SEQ) / SHRINK_ROUNDS)
 #define SHRINK_MAGIC 0x666353484b000000ull /* "fcSHK" and the round */
 #define SHRINK_LIVENESS_S 0.05             /* how often a local peer's process is looked for */
+#define SHRINK_WINDOW_NO_TIMEOUT 120.0     /* a round's window under FC_TIMEOUT=0 */
 #define SHRINK_HEAD 2                      /* words before the bitmap: magic|round, next id */
 
 static int has(const uint64_t *set, int q)
@@ -57,11 +62,14 @@ static void drop(uint64_t *set, int q)
     set[q >> 6] &= ~(1ull << (q & 63));
 }
 
-/* q's process is known to be gone: it ran on this host and exists no more
- * (fc_run, srun and mpirun reap their ranks). Elsewhere nothing is known. */
+/* q's process is known to be gone: it ran on this host, in this process
+ * id namespace (a container of the same host name may have its own), and
+ * exists no more (fc_run, srun and mpirun reap their ranks). Elsewhere
+ * nothing is known. */
 static int process_gone(const struct fc_comm *c, int q)
 {
-    if (q == c->rank || c->host_pid[q] <= 0 || strcmp(c->hosts[q], c->hosts[c->rank]) != 0)
+    if (q == c->rank || c->host_pid[q] <= 0 || strcmp(c->hosts[q], c->hosts[c->rank]) != 0 ||
+        !c->pidns || c->pidns[q] == 0 || c->pidns[q] != c->pidns[c->rank])
         return 0;
     return kill((pid_t)c->host_pid[q], 0) != 0 && errno == ESRCH;
 }
@@ -77,6 +85,12 @@ struct shrink {
     uint8_t *heard;         /* per rank: its message arrived */
     struct fc_request **reqs;
 };
+
+/* q's message of this round is in (the exchange's receive step). */
+static int arrived(const struct fc_request *r)
+{
+    return r->s.nsteps > 1 && r->s.steps[1].complete;
+}
 
 /* One exchange with q: this rank's message out (always), q's in (where q
  * is in the set). */
@@ -148,7 +162,7 @@ static fc_result_t round_run(struct shrink *k, unsigned round, uint64_t tb, doub
             looked = now;
         for (int q = 0; q < k->n; q++) {
             struct fc_request *r = k->reqs[q];
-            if (!r || r->done || !has(k->set, q))
+            if (!r || r->done || !has(k->set, q) || arrived(r))
                 continue;
             if (look && process_gone(c, q)) {
                 FC_INFO(LOG_INIT, "shrink: rank %d's process (pid %d) is gone", q,
@@ -169,17 +183,17 @@ static fc_result_t round_run(struct shrink *k, unsigned round, uint64_t tb, doub
         struct fc_request *r = k->reqs[q];
         if (!r)
             continue;
-        if (r->done && r->result == FC_SUCCESS && has(k->set, q)) {
+        if (has(k->set, q) && arrived(r)) { /* whether or not our send to it got through */
             const uint64_t *v = (const uint64_t *)((char *)r->owned + k->len);
             if (v[0] == (SHRINK_MAGIC | round)) {
                 memcpy(k->views + (size_t)q * (k->len / 8), v, k->len);
                 k->heard[q] = 1;
             }
-        } else if (has(k->set, q)) {
+        }
+        if (has(k->set, q) && !k->heard[q])
             FC_WARN(LOG_INIT, "shrink: no answer from rank %d (%s, pid %d) in round %u: %s", q,
                     c->hosts[q], c->host_pid[q], round,
                     r->done ? r->s.errmsg : "nothing arrived within the window");
-        }
         comm_request_drop_locked(r, FC_ERR_TIMEOUT, "the shrink round ended");
         k->reqs[q] = NULL;
     }
@@ -200,11 +214,16 @@ static void shrink_free(struct shrink *k)
 fc_result_t comm_shrink(struct fc_comm *c, struct fc_comm **out)
 {
     *out = NULL;
-    if (c->sh->failed != FC_SUCCESS)
-        return FC_ERR(c->sh->failed,
+    pthread_mutex_lock(&c->sh->lock);
+    fc_result_t failed = c->sh->failed;
+    char why[512];
+    snprintf(why, sizeof(why), "%s", c->sh->failmsg);
+    pthread_mutex_unlock(&c->sh->lock);
+    if (failed != FC_SUCCESS)
+        return FC_ERR(failed,
                       "the fabric endpoint itself failed (%s): there is nothing left to agree "
                       "over; abort the communicator and create a new one",
-                      c->sh->failmsg);
+                      why);
     if (c->shrinks >= SHRINK_EPOCHS)
         return FC_ERR(FC_ERR_UNSUPPORTED, "a communicator is shrunk at most %u times",
                       (unsigned)SHRINK_EPOCHS);
@@ -230,7 +249,10 @@ fc_result_t comm_shrink(struct fc_comm *c, struct fc_comm **out)
     int settled = 0; /* the round before agreed on this set */
     for (unsigned round = 0; round < SHRINK_ROUNDS; round++) {
         uint64_t tb = tag_base(c->id, TAG_KIND_CTRL, SHRINK_SEQ + epoch * SHRINK_ROUNDS + round);
-        double window = c->cfg.timeout > 0 ? c->cfg.timeout * (round == 0 ? 2 : 1) : 0;
+        /* twice FC_TIMEOUT in every round: survivors enter up to about
+         * FC_TIMEOUT apart, and a round that ends on its window carries
+         * that lag into the next */
+        double window = c->cfg.timeout > 0 ? 2 * c->cfg.timeout : SHRINK_WINDOW_NO_TIMEOUT;
         rc = round_run(&k, round, tb, window);
         if (rc != FC_SUCCESS)
             goto out;

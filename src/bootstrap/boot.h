@@ -79,6 +79,42 @@ fc_result_t boot_sock_connect(const char *host, const int *ports, int nports,
                               const uint8_t secret[BOOT_SECRET_LEN], uint32_t session, int rank,
                               int nranks, double timeout, struct boot **out);
 
+/* ---- the hang report's channel (report.c) ----------------------------------
+ * What a rank was doing when its collective timed out, sent over TCP to one
+ * collector (a thread in the top-level rank 0's process), never over the
+ * fabric. */
+#define BOOT_TOKEN_LEN 16
+#define BOOT_REPORT_MAGIC 0x46434852u /* "FCHR" */
+#define BOOT_REPORT_WAIT 16
+struct boot_report {
+    uint32_t magic;
+    uint8_t token[BOOT_TOKEN_LEN]; /* the collector's: strangers are ignored */
+    uint32_t comm_id;
+    int32_t rank, nranks;          /* in that communicator */
+    int32_t pid;
+    uint64_t seq;                  /* the call's sequence number */
+    uint32_t ndone, nsteps;        /* its schedule's steps */
+    int32_t nwait;                 /* communicator ranks it waits for (the first
+                                      BOOT_REPORT_WAIT in wait) */
+    int32_t wait[BOOT_REPORT_WAIT];
+    double idle_s;                 /* how long it had gone without progress */
+    char host[64];
+    char desc[200];                /* "allreduce #7 (ring, 4096 x float32)" */
+};
+struct boot_collector;
+/* Listens on ip (port chosen by the system) with a thread; writes the
+ * port and the token reports must carry. */
+fc_result_t boot_collector_start(const char *ip, struct boot_collector **out, int *port,
+                                 uint8_t token[BOOT_TOKEN_LEN]);
+void boot_collector_stop(struct boot_collector *c); /* NULL: nothing */
+/* Takes the reports of communicator comm_id (n ranks) out of c into out[rank]
+ * (magic 0 where none came), waiting until all n are in or grace seconds
+ * have passed; returns how many came. */
+int boot_collector_take(struct boot_collector *c, uint32_t comm_id, int n, double grace,
+                        struct boot_report *out);
+/* Sends r to the collector at ip:port within timeout s; 0 when sent. */
+int boot_report_send(const char *ip, int port, const struct boot_report *r, double timeout);
+
 /* helpers shared with fc_run and the tests */
 int boot_hex_encode(const uint8_t *in, size_t n, char *out, size_t outlen);
 int boot_hex_decode(const char *in, uint8_t *out, size_t n);

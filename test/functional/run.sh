@@ -79,6 +79,7 @@ all_tests=(
     "timeout|job|2|FC_TIMEOUT=2"
     "peer_exit|job|2|FC_TIMEOUT=3"
     "shrink|job|2|FC_TIMEOUT=2"
+    "hang_report|job|2|FC_TIMEOUT=4"
     "gpu_peer_exit|job|2|FC_TIMEOUT=3"
     "bad_provider|job|1|FI_PROVIDER=verbs"
     "uid|self|1|"

@@ -93,8 +93,6 @@ int main(void)
     for (int i = 0; i < LOOPS; i++) {
         if (shrinks == 0 && t.rank == victim && i == at)
             _exit(0); /* as a kill looks to the peers: no destroy, no goodbye */
-        if (shrinks == 1 && t.size >= 3 && i == LATE_AT && late < 0)
-            late = members[n - 1];
         const int stalled = shrinks == 1 && t.rank == late && i == LATE_AT;
         if (stalled) {
             struct timespec nap = {(time_t)(4 * ft_timeout()), 0};
@@ -103,7 +101,11 @@ int main(void)
         fc_result_t rc = step(&t, comm, buf, i, t.rank, members, n);
         if (rc == FC_SUCCESS && !stalled)
             continue;
-        const int expected = (shrinks == 0 && i == at) || (shrinks == 1 && i == LATE_AT && late >= 0);
+        /* the gone rank's last messages of the call before may be lost
+         * with it (a send still buffered when it left or stalled): the
+         * failure may come one call early */
+        const int expected = (shrinks == 0 && (i == at || i == at - 1)) ||
+                             (shrinks == 1 && late >= 0 && (i == LATE_AT || i == LATE_AT - 1));
         if (!expected) {
             FT_CHECK(&t, 0, "iteration %d failed: %s: %s", i, fc_strerror(rc), fc_last_error());
             break;
@@ -123,6 +125,8 @@ int main(void)
                      fc_strerror(src), fc_last_error());
             printf("shrink: stalled rank %d was told after %.2f s: %s\n", t.rank, dt,
                    fc_last_error());
+            if (nc)
+                FT_OK(&t, fc_comm_abort(nc));
             FT_OK(&t, fc_comm_abort(comm));
             for (int b = 0; b < nbufs; b++)
                 free(bufs[b]);
@@ -158,7 +162,13 @@ int main(void)
         buf = malloc(N * sizeof(int32_t));
         bufs[nbufs++] = buf;
         shrinks++;
-        i--; /* the failed iteration again, over the survivors */
+        if (shrinks == 1 && t.size >= 3)
+            late = members[n - 1]; /* who stalls at LATE_AT */
+        /* the survivors go on from the earliest call one of them failed
+         * (those that finished it run it again) */
+        int32_t failed_at = i, from = i;
+        FT_OK(&t, fc_allreduce(&failed_at, &from, 1, FC_INT32, FC_MIN, comm));
+        i = from - 1;
     }
     FT_CHECK(&t, shrinks == 1 + (t.size >= 3), "%d shrinks, expected %d", shrinks,
              1 + (t.size >= 3));

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "boot.h"
@@ -228,4 +229,64 @@ Test(boot, hex)
     cr_assert_neq(boot_hex_decode("zz", out, 1), 0);
     cr_assert_neq(boot_hex_decode(hex, out, 31), 0);
     cr_assert_neq(boot_hex_encode(in, 32, hex, 64), 0);
+}
+
+/* The hang report's collector: reports with its token are kept, by rank;
+ * a wrong token and a silent stranger are ignored; take waits for all n or
+ * the grace, and takes them out. */
+Test(boot, hang_report_collector)
+{
+    struct boot_collector *col = NULL;
+    int port = 0;
+    uint8_t token[BOOT_TOKEN_LEN];
+    cr_assert_eq(boot_collector_start("127.0.0.1", &col, &port, token), FC_SUCCESS, "%s",
+                 err_get());
+    cr_assert(port > 0);
+    /* a stranger that connects and says nothing holds the collector <= 1 s */
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    cr_assert_eq(connect(silent, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct boot_report r;
+    memset(&r, 0, sizeof(r));
+    r.magic = BOOT_REPORT_MAGIC;
+    r.comm_id = 7;
+    r.nranks = 3;
+    r.seq = 42;
+    /* the wrong token: ignored */
+    memset(r.token, 0xab, sizeof(r.token));
+    r.rank = 2;
+    cr_assert_eq(boot_report_send("127.0.0.1", port, &r, 2.0), 0);
+    memcpy(r.token, token, sizeof(r.token));
+    for (int q = 0; q < 2; q++) {
+        r.rank = q;
+        r.nwait = 1;
+        r.wait[0] = 2;
+        snprintf(r.desc, sizeof(r.desc), "allreduce #42 from %d", q);
+        cr_assert_eq(boot_report_send("127.0.0.1", port, &r, 2.0), 0);
+    }
+    struct boot_report out[3];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int got = boot_collector_take(col, 7, 3, 2.5, out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    cr_assert_eq(got, 2, "%d reports kept (the wrong token's must not count)", got);
+    cr_assert(dt > 2.0 && dt < 5.0, "took %.2f s: it waits the grace for the missing rank", dt);
+    cr_assert_eq(out[0].rank, 0);
+    cr_assert_str_eq(out[1].desc, "allreduce #42 from 1");
+    cr_assert_eq(out[2].magic, 0u, "rank 2 sent nothing with the right token");
+    /* taken out: a second take finds none, at once when all are in */
+    cr_assert_eq(boot_collector_take(col, 7, 3, 0.2, out), 0);
+    r.nranks = 1;
+    r.rank = 0;
+    r.comm_id = 8;
+    cr_assert_eq(boot_report_send("127.0.0.1", port, &r, 2.0), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(boot_collector_take(col, 8, 1, 5.0, out), 1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    dt = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    cr_assert(dt < 2.0, "all in: no wait for the grace (%.2f s)", dt);
+    close(silent);
+    boot_collector_stop(col);
 }
