@@ -77,7 +77,7 @@ if [ $tsan = 1 ]; then
     make -s -j"$JOBS" check TESTS= >/dev/null || { echo "sanitize: building the tests failed" >&2; exit 1; }
     export FT_BINDIR=$PWD/test/functional FC_RUN=$PWD/fc_run
     ft -t 300 -p tcp -n 3 -x FC_PROGRESS_THREAD=1 allreduce broadcast reduce allgather \
-        reduce_scatter alltoall barrier sendrecv nonblocking split timeout peer_exit shrink uid
+        reduce_scatter alltoall barrier sendrecv nonblocking split timeout peer_exit shrink hang_report uid
     ft -t 300 -p shm -n 3 -x FC_PROGRESS_THREAD=1 -x FC_CHUNK_SIZE=8K allreduce broadcast \
         allgather nonblocking split
     ft -t 300 -p tcp -n 3 -x FC_RAILS=3 -x FC_CHUNK_SIZE=64K -x FC_MR_MODE=verbs -x FC_PROTO=rndv \
