@@ -182,6 +182,17 @@ fc_result_t comm_start(struct fc_request *r, void *sendbuf, void *recvbuf, uint6
 
 /* ---- results, timeouts and waiting ---------------------------------------------- */
 
+/* Parks failed r until its transfers still posted drain (lock held);
+ * 0 when none is posted (or the transport failed: nothing will drain). */
+static int park(struct comm_shared *sh, struct fc_request *r)
+{
+    if (r->s.xfers_out == 0 || sh->failed != FC_SUCCESS)
+        return 0;
+    r->next = sh->zombies;
+    sh->zombies = r;
+    return 1;
+}
+
 /* The result of a finished request, with its message in this thread's
  * error buffer; the request is freed (or parked if transfers remain). */
 static fc_result_t reap(struct fc_request *r)
@@ -212,10 +223,7 @@ static fc_result_t reap(struct fc_request *r)
             comm_break(c, rc, "%.500s", msg);
     }
     pthread_mutex_lock(&c->sh->lock);
-    if (r->s.xfers_out > 0 && c->sh->failed == FC_SUCCESS) {
-        r->next = c->sh->zombies;
-        c->sh->zombies = r;
-    } else {
+    if (!park(c->sh, r)) {
         struct fc_request *gone = comm_rcache_put(c, r); /* r, or the one it pushed out */
         if (gone)
             comm_request_free(gone);
@@ -231,12 +239,8 @@ void comm_request_drop_locked(struct fc_request *r, fc_result_t rc, const char *
         sched_fail(&r->s, rc, "%s", msg); /* late completions only drain it */
         comm_finish(r, rc);
     }
-    if (r->s.xfers_out > 0 && sh->failed == FC_SUCCESS) {
-        r->next = sh->zombies;
-        sh->zombies = r;
-    } else {
+    if (!park(sh, r))
         comm_request_free(r);
-    }
 }
 
 /* Checks r for lack of progress; fails it on FC_TIMEOUT. Lock held. */

@@ -177,13 +177,16 @@ static struct srv_sess *sess_get(struct boot_server *sv, uint32_t id, int nranks
     return s;
 }
 
-static void list_missing(struct srv_sess *s, char *buf, size_t len)
+/* "1,4,7" (at most 16, then ",..."): the ranks whose byte in flags is 0
+ * (s->seen: never joined; s->have: no contribution to this round) */
+static void list_missing(const struct srv_sess *s, const unsigned char *flags, char *buf,
+                         size_t len)
 {
     size_t o = 0;
     int shown = 0;
     buf[0] = '\0';
     for (int r = 0; r < s->nranks && o + 16 < len; r++)
-        if (!s->seen[r]) {
+        if (!flags[r]) {
             if (shown == 16) {
                 o += (size_t)snprintf(buf + o, len - o, ",...");
                 break;
@@ -260,18 +263,13 @@ static int on_message(struct boot_server *sv, struct srv_conn *c, uint32_t type,
     if (type == MSG_WHO) {
         char miss[256], msg[512];
         if (s->njoined < s->nranks) {
-            list_missing(s, miss, sizeof(miss));
+            list_missing(s, s->seen, miss, sizeof(miss));
             snprintf(msg, sizeof(msg),
                      "ranks %s of %d have not joined it (not started, started with another "
                      "FC_ROOT_ADDR or unique id, or exited before fc_comm_init)",
                      miss, s->nranks);
         } else if (s->ncontrib > 0) {
-            size_t o = 0;
-            int shown = 0;
-            miss[0] = '\0';
-            for (int r = 0; r < s->nranks && o + 16 < sizeof(miss); r++)
-                if (!s->have[r] && shown++ < 16)
-                    o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", o ? "," : "", r);
+            list_missing(s, s->have, miss, sizeof(miss));
             snprintf(msg, sizeof(msg),
                      "every rank joined it, but ranks %s of %d have not reached this step of "
                      "fc_comm_init (stuck or slow before it)",
@@ -399,7 +397,7 @@ static void check_timeouts(struct boot_server *sv)
         struct srv_sess *next = s->next;
         if (sv->join_timeout > 0 && t - s->t0 > sv->join_timeout) {
             char miss[256];
-            list_missing(s, miss, sizeof(miss));
+            list_missing(s, s->seen, miss, sizeof(miss));
             if (s->njoined < s->nranks)
                 sess_fail(sv, s, "ranks %s of %d did not join within %.0f s (FC_BOOT_TIMEOUT): "
                           "were they started, with the same unique id / FC_ROOT_ADDR?", miss,
