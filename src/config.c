@@ -152,6 +152,15 @@ static const struct row rows[] = {
      "(plain srun: rank 0 serves a rendezvous)."},
     {"FC_BOOT_TIMEOUT", T_SECONDS, "120", F(boot_timeout), NULL, S_USER,
      "Seconds for every rank to join at communicator creation; 0: no limit."},
+    {"FC_BOOT_AUTH", T_ENUM, "munge", F(boot_auth), "munge,none", S_USER,
+     "Under plain srun (no PMI), how the ranks and rank 0's rendezvous prove to each other "
+     "that they run as the job's user: munge = with credentials from munged (init fails, "
+     "naming the fix, where MUNGE is missing); none = not at all: the port and secret are "
+     "derived from the job id, which every user of the cluster can see (warns once). Every "
+     "rank must use the same value; PMIx, PMI-2 and fc_run do not use it."},
+    {"FC_MUNGE_SOCKET", T_STR, NULL, F(munge_socket), NULL, S_USER,
+     "munged's socket for FC_BOOT_AUTH=munge, where it is not libmunge's default "
+     "(/run/munge/munge.socket.2)."},
     /* launcher variables */
     {"FC_RANK", T_INT, "-1", F(fc_rank), NULL, S_LAUNCH, "This process's rank (fc_run)."},
     {"FC_SIZE", T_INT, "-1", F(fc_size), NULL, S_LAUNCH, "Number of ranks (fc_run)."},

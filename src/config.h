@@ -23,6 +23,7 @@ enum cfg_paths { CFG_PATHS_AUTO, CFG_PATHS_SINGLE };
 enum cfg_tune_mem { CFG_TUNE_MEM_AUTO, CFG_TUNE_MEM_HOST, CFG_TUNE_MEM_DEVICE };
 enum cfg_proto { CFG_PROTO_AUTO, CFG_PROTO_EAGER, CFG_PROTO_RNDV };
 enum cfg_boot { CFG_BOOT_AUTO, CFG_BOOT_PMIX, CFG_BOOT_PMI2, CFG_BOOT_FCRUN, CFG_BOOT_SLURM };
+enum cfg_boot_auth { CFG_AUTH_MUNGE, CFG_AUTH_NONE };
 /* FC_MR_MODE bits (prov/ maps them to FI_MR_*); "verbs" = LOCAL|VIRT_ADDR|PROV_KEY|ALLOCATED */
 enum cfg_mr {
     CFG_MR_LOCAL = 1,
@@ -68,6 +69,8 @@ typedef struct cfg {
     /* bootstrap */
     int bootstrap;        /* enum cfg_boot */
     double boot_timeout;  /* seconds for every rank to join */
+    int boot_auth;        /* enum cfg_boot_auth: plain srun's rendezvous */
+    char munge_socket[CFG_STR]; /* "" = libmunge's default */
     /* launcher variables (read only) */
     int fc_rank, fc_size, fc_local_rank, fc_local_size; /* -1 when unset */
     char fc_root_addr[CFG_STR];

@@ -6,6 +6,8 @@
 #   - the functional tests (test/functional/run.sh) at 4 ranks over tcp and
 #     shm under srun --mpi=pmix, plain srun (fabcoll's own Slurm bootstrap),
 #     srun --mpi=pmi2 (when this build has PMI-2) and Open MPI's mpirun;
+#   - plain srun's MUNGE handshake (test_munge with munged required), its
+#     refusal without munged and FC_BOOT_AUTH=none;
 #   - contrib/examples/mpi_interop (fabcoll inside an MPI program) under
 #     mpirun and srun --mpi=pmix, built with its Makefile through pkg-config;
 #   - contrib/slurm/fabcoll-preflight.sbatch and fabcoll-perf.sbatch, for
@@ -85,6 +87,45 @@ for l in "${launchers[@]}"; do
         [ $rc = 0 ] || grep '^FAIL' "$log" | sed 's/^/    /'
     done
 done
+
+# ---- plain srun's MUNGE-authenticated rendezvous --------------------------------------
+# munged runs here (slurm-up.sh): the unit tests of the handshake (another
+# user's client, a squatter on a port of the job, replays) may not skip
+if [ -x "$build/test/unit/test_munge" ]; then
+    log="$logdir/test_munge.log"
+    FC_TEST_MUNGE=require timeout -k 5 120 "$build/test/unit/test_munge" >"$log" 2>&1
+    rc=$?
+    step_result "MUNGE handshake (test_munge)" $rc "$(grep -m1 'Synthesis' "$log" || echo "no summary (rc $rc)")"
+    [ $rc = 0 ] || tail -n 20 "$log" | sed 's/^/    /'
+else
+    say "MUNGE handshake (test_munge): skipped (built without Criterion)"
+fi
+# without munged, plain srun refuses at once and names the fix
+log="$logdir/srun-no-munge.log"
+t0=$(date +%s)
+FC_MUNGE_SOCKET=/nonexistent/munge.socket FI_PROVIDER=tcp timeout -k 5 60 \
+    srun -n 2 -O "$build/test/functional/allreduce" >"$log" 2>&1
+rc=$?
+dt=$(($(date +%s) - t0))
+if [ $rc != 0 ] && [ $dt -lt 30 ] && grep -q 'munged does not answer' "$log" &&
+    grep -q -- '--mpi=pmix' "$log" && grep -q 'FC_BOOT_AUTH=none' "$log"; then
+    step_result "plain srun without munged" 0 "refused in ${dt} s, naming the fix"
+else
+    step_result "plain srun without munged" 1 "rc $rc after ${dt} s; expected a refusal naming --mpi=pmix"
+    tail -n 5 "$log" | sed 's/^/    /'
+fi
+# FC_BOOT_AUTH=none: works, and warns once for the job
+log="$logdir/srun-auth-none.log"
+FC_BOOT_AUTH=none FI_PROVIDER=tcp timeout -k 5 60 srun -n 3 -O "$build/test/functional/allreduce" \
+    >"$log" 2>&1
+rc=$?
+nw=$(grep -c 'FC_BOOT_AUTH=none: plain srun' "$log")
+if [ $rc = 0 ] && [ "$nw" = 1 ]; then
+    step_result "plain srun FC_BOOT_AUTH=none" 0 "passed, 1 warning"
+else
+    step_result "plain srun FC_BOOT_AUTH=none" 1 "rc $rc, $nw warnings (expected 0 and 1)"
+    tail -n 5 "$log" | sed 's/^/    /'
+fi
 
 # ---- fabcoll inside an MPI program ------------------------------------------------------
 # pkg-config finds this build tree through a .pc file made for it (no install).

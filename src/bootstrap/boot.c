@@ -212,6 +212,7 @@ static uint64_t hash_str(const char *s, uint64_t seed)
  * another never reaches the previous one's rendezvous, which rank 0 still
  * serves until every rank has left it. */
 static atomic_uint slurm_session;
+static atomic_int slurm_warned; /* FC_BOOT_AUTH=none: warned once */
 
 static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
 {
@@ -236,23 +237,40 @@ static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
     int base = 20000 + (int)(hash_str(key, 7) % 30000);
     for (int i = 0; i < SLURM_PORTS; i++)
         ports[i] = base + i * 37;
+    /* everyone can derive the ports and the secret: MUNGE proves who is on
+     * the other end of each connection */
+    struct boot_auth auth, *a = NULL;
+    if (cfg->boot_auth == CFG_AUTH_MUNGE) {
+        fc_result_t rc = boot_auth_open(cfg->munge_socket, key, &auth);
+        if (rc != FC_SUCCESS)
+            return rc;
+        a = &auth;
+    } else if (cfg->slurm_procid == 0 && !atomic_exchange(&slurm_warned, 1)) {
+        /* once for the job: rank 0, its first communicator */
+        FC_WARN(LOG_BOOT, "FC_BOOT_AUTH=none: plain srun's rendezvous (rank 0's node %s) uses a "
+                "port and secret derived from the job id, which every user of the cluster can "
+                "see: another user could join it or listen in rank 0's place. Use srun "
+                "--mpi=pmix or --mpi=pmi2, or MUNGE (FC_BOOT_AUTH=munge)", host);
+    }
     struct boot_server *srv = NULL;
     if (cfg->slurm_procid == 0) {
         fc_result_t rc = FC_ERR_SYSTEM;
         int bound = 0;
         for (int i = 0; i < SLURM_PORTS && rc != FC_SUCCESS; i++)
-            rc = boot_server_start(secret, NULL, ports[i], 1, cfg->boot_timeout, &srv, &bound);
+            rc = boot_server_start_auth(secret, a, NULL, ports[i], 1, cfg->boot_timeout, &srv,
+                                        &bound);
         if (rc != FC_SUCCESS)
             return FC_ERR(FC_ERR_BOOTSTRAP,
                           "rank 0 could not listen on any of the %d ports derived from job "
                           "%s.%s (%d, %d, ...): %s. Fix: use srun --mpi=pmix",
                           SLURM_PORTS, cfg->slurm_job_id, cfg->slurm_step_id, ports[0], ports[1],
                           err_get());
-        FC_INFO(LOG_BOOT, "srun without PMI: rank 0 serves the rendezvous on port %d", bound);
+        FC_INFO(LOG_BOOT, "srun without PMI: rank 0 serves the rendezvous on port %d (%s)",
+                bound, a ? "MUNGE-authenticated" : "not authenticated: FC_BOOT_AUTH=none");
     }
-    fc_result_t rc = boot_sock_connect(host, ports, SLURM_PORTS, secret, session,
-                                       cfg->slurm_procid, cfg->slurm_ntasks, cfg->boot_timeout,
-                                       out);
+    fc_result_t rc = boot_sock_connect_auth(host, ports, SLURM_PORTS, secret, a, session,
+                                            cfg->slurm_procid, cfg->slurm_ntasks,
+                                            cfg->boot_timeout, out);
     if (rc != FC_SUCCESS)
         boot_server_stop(srv);
     else
@@ -260,8 +278,9 @@ static fc_result_t from_slurm(const cfg_t *cfg, struct boot **out)
     if (rc == FC_SUCCESS)
         snprintf((*out)->how, sizeof((*out)->how),
                  "Slurm environment (job %.20s.%.20s), rendezvous at rank 0's node %.40s, "
-                 "session %u",
-                 cfg->slurm_job_id, cfg->slurm_step_id, host, session);
+                 "session %u, %s",
+                 cfg->slurm_job_id, cfg->slurm_step_id, host, session,
+                 a ? "MUNGE" : "unauthenticated");
     return rc;
 }
 

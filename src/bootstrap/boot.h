@@ -31,7 +31,7 @@ struct boot_ops {
 struct boot {
     const struct boot_ops *ops;
     int rank, nranks;
-    char how[160]; /* for the log: "fc_run rendezvous at 127.0.0.1:4321" */
+    char how[256]; /* for the log: "fc_run rendezvous at 127.0.0.1:4321" */
 };
 
 #define BOOT_SECRET_LEN 32
@@ -50,6 +50,32 @@ fc_result_t boot_pmix_open(const cfg_t *cfg, struct boot **out);
 /* Slurm's PMI-2 (pmi2.c, built when configure finds <slurm/pmi2.h> and -lpmi2). */
 fc_result_t boot_pmi2_open(const cfg_t *cfg, struct boot **out);
 
+/* ---- MUNGE (auth.c): who is at the other end of a rendezvous connection -----
+ * Under plain srun each side proves its uid with a credential from munged
+ * before the client presents anything of the job's; a listener of another
+ * user (a port squatter) or a client of another user is refused. */
+#define BOOT_NONCE_LEN 16
+struct boot_auth {
+    char key[192];    /* the rendezvous a credential must name (job, step, uid, session) */
+    char socket[256]; /* munged's socket; "" = libmunge's default */
+};
+/* Loads libmunge and checks that munged answers; fails naming why and the
+ * fix (srun --mpi=pmix/pmi2, munged, FC_BOOT_AUTH=none). */
+fc_result_t boot_auth_open(const char *socket, const char *key, struct boot_auth *out);
+/* The connection's two ends, "client_ip:port>server_ip:port", as one end
+ * (server_side or not) sees them. 0 ok, -1 error. */
+int boot_auth_tuple(int fd, int server_side, char *buf, size_t len);
+/* A credential (malloc'd, NUL-terminated) for role 'c' (client) or 's'
+ * (server) on this connection. 0 ok; -1 with why. */
+int boot_auth_encode(const struct boot_auth *a, char role, const uint8_t nonce[BOOT_NONCE_LEN],
+                     const char *tuple, char **cred, char *why, size_t len);
+/* Checks the other side's credential: it decodes (once: munged refuses a
+ * replay), its uid is ours, it names this rendezvous, role and tuple. Role
+ * 'c': nonce is set from it; role 's': it must carry nonce. uid: the
+ * credential's (or -1). 0 ok; -1 with why. */
+int boot_auth_check(const struct boot_auth *a, const char *cred, char role, const char *tuple,
+                    uint8_t nonce[BOOT_NONCE_LEN], unsigned *uid, char *why, size_t len);
+
 /* ---- the socket rendezvous (sock_server.c, sock_client.c, sock_wire.c) ---- */
 struct boot_server;
 /* Listens on port (0: any) of the IPv4 address bind_ip (NULL: of all
@@ -61,6 +87,11 @@ struct boot_server;
 fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], const char *bind_ip, int port,
                               int single_session, double join_timeout, struct boot_server **out,
                               int *bound_port);
+/* The same, asking every client for a MUNGE credential first (auth copied). */
+fc_result_t boot_server_start_auth(const uint8_t secret[BOOT_SECRET_LEN],
+                                   const struct boot_auth *auth, const char *bind_ip, int port,
+                                   int single_session, double join_timeout,
+                                   struct boot_server **out, int *bound_port);
 void boot_server_stop(struct boot_server *s);
 /* For a single-session server started with an owner (out != NULL): waits
  * (at most timeout s) for its session to end, then frees it. */
@@ -78,6 +109,12 @@ void boot_sock_adopt_server(struct boot *b, struct boot_server *s);
 fc_result_t boot_sock_connect(const char *host, const int *ports, int nports,
                               const uint8_t secret[BOOT_SECRET_LEN], uint32_t session, int rank,
                               int nranks, double timeout, struct boot **out);
+/* The same with MUNGE (auth not NULL): a port whose listener does not prove
+ * it runs as this user is warned about once, refused and skipped. */
+fc_result_t boot_sock_connect_auth(const char *host, const int *ports, int nports,
+                                   const uint8_t secret[BOOT_SECRET_LEN],
+                                   const struct boot_auth *auth, uint32_t session, int rank,
+                                   int nranks, double timeout, struct boot **out);
 
 /* ---- the hang report's channel (report.c) ----------------------------------
  * What a rank was doing when its collective timed out, sent over TCP to one

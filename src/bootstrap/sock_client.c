@@ -134,10 +134,100 @@ void boot_sock_adopt_server(struct boot *b, struct boot_server *sv)
 
 static const struct boot_ops sock_ops = {"socket", sock_allgather, sock_close};
 
-/* One attempt: connect, hello, wait for the ACK. 0 ok; 1 try again later
- * (refused: not up yet, or another job's server); -1 fatal (msg set). */
-static int try_port(const struct addrinfo *ai, int port, const unsigned char *hello, double t,
-                    int *fd_out, char *msg, size_t msglen)
+/* Reads one message of type want (at most max bytes, NUL-terminated into a
+ * malloc'd *out) within t s. 0 ok; 1 another type (its text, if an ERROR,
+ * in msg); -1 nothing readable. */
+static int recv_text(int fd, uint32_t want, size_t max, double t, char **out, char *msg,
+                     size_t msglen)
+{
+    unsigned char h[8];
+    if (sock_recv_all(fd, h, 8, t))
+        return -1;
+    uint32_t type = sock_get32(h), mlen = sock_get32(h + 4);
+    if (mlen > max)
+        return -1;
+    char *buf = malloc((size_t)mlen + 1);
+    if (!buf)
+        return -1;
+    if (sock_recv_all(fd, buf, mlen, 2.0)) {
+        free(buf);
+        return -1;
+    }
+    buf[mlen] = '\0';
+    if (type != want) {
+        if (type == MSG_ERROR)
+            snprintf(msg, msglen, "%s", buf);
+        free(buf);
+        return 1;
+    }
+    *out = buf;
+    return 0;
+}
+
+/* MUNGE on a fresh connection: our credential out, the server's checked.
+ * 0 ok; 1 refused (msg says why); 2 the listener is not ours (msg). A listener that is not this
+ * user's is warned about once per connect (*warned). */
+static int prove(int fd, int port, const struct boot_auth *auth, double t, int *warned,
+                 char *msg, size_t msglen)
+{
+    char tuple[200], why[512] = "no address";
+    uint8_t nonce[BOOT_NONCE_LEN];
+    char *cred = NULL;
+    if (boot_auth_tuple(fd, 0, tuple, sizeof(tuple)) != 0 ||
+        boot_random(nonce, BOOT_NONCE_LEN) != 0 ||
+        boot_auth_encode(auth, 'c', nonce, tuple, &cred, why, sizeof(why)) != 0) {
+        snprintf(msg, msglen, "no MUNGE credential for port %d: %.300s", port, why);
+        free(cred);
+        return 1;
+    }
+    size_t clen = strlen(cred);
+    unsigned char *m = malloc(8 + clen);
+    int r = -1;
+    if (m) {
+        memcpy(m, MAGIC_AUTH, 4);
+        sock_put32(m + 4, (uint32_t)clen);
+        memcpy(m + 8, cred, clen);
+        r = sock_send_all(fd, m, 8 + clen, t);
+        free(m);
+    }
+    free(cred);
+    if (r != 0) {
+        snprintf(msg, msglen, "the listener at port %d closed the connection", port);
+        return 1;
+    }
+    char err[512] = "";
+    char *theirs = NULL;
+    r = recv_text(fd, MSG_AUTH, AUTH_MAX, t < 5 ? t : 5, &theirs, err, sizeof(err));
+    if (r == 1 && err[0]) {
+        /* a fabcoll rendezvous that turned us away: another job's, or ours
+         * with another FC_BOOT_AUTH */
+        snprintf(msg, msglen, "%s", err);
+        return 1;
+    }
+    unsigned uid = (unsigned)-1;
+    if (r == 0 && boot_auth_check(auth, theirs, 's', tuple, nonce, &uid, why, sizeof(why)) == 0) {
+        free(theirs);
+        return 0;
+    }
+    free(theirs);
+    if (r != 0)
+        snprintf(why, sizeof(why), "it answered without a MUNGE credential");
+    snprintf(msg, msglen,
+             "the process listening on port %d is not this job's rank 0: %.300s. Another user's "
+             "process may hold the port (squatting it); nothing of the job was sent to it",
+             port, why);
+    if (!(*warned)++)
+        FC_WARN(LOG_BOOT, "rendezvous: refused the listener on port %d (%s): %s; trying the "
+                "job's other ports", port, tuple, why);
+    return 2;
+}
+
+/* One attempt: connect, MUNGE both ways where asked, hello, wait for the
+ * ACK. 0 ok; 1 try again later (refused: not up yet, another job's server);
+ * 2 the same, the listener proved it is not ours; -1 fatal (msg set). */
+static int try_port(const struct addrinfo *ai, int port, const unsigned char *hello,
+                    const struct boot_auth *auth, double t, int *warned, int *fd_out, char *msg,
+                    size_t msglen)
 {
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -157,6 +247,11 @@ static int try_port(const struct addrinfo *ai, int port, const unsigned char *he
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    int pr = auth ? prove(fd, port, auth, t, warned, msg, msglen) : 0;
+    if (pr != 0) {
+        close(fd);
+        return pr;
+    }
     if (sock_send_all(fd, hello, HELLO_LEN, t)) {
         close(fd);
         return 1;
@@ -191,6 +286,15 @@ fc_result_t boot_sock_connect(const char *host, const int *ports, int nports,
                               const uint8_t secret[BOOT_SECRET_LEN], uint32_t session, int rank,
                               int nranks, double timeout, struct boot **out)
 {
+    return boot_sock_connect_auth(host, ports, nports, secret, NULL, session, rank, nranks,
+                                  timeout, out);
+}
+
+fc_result_t boot_sock_connect_auth(const char *host, const int *ports, int nports,
+                                   const uint8_t secret[BOOT_SECRET_LEN],
+                                   const struct boot_auth *auth, uint32_t session, int rank,
+                                   int nranks, double timeout, struct boot **out)
+{
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     int gr = getaddrinfo(host, NULL, &hints, &res);
     if (gr != 0)
@@ -206,10 +310,11 @@ fc_result_t boot_sock_connect(const char *host, const int *ports, int nports,
     sock_put32(hello + 48, (uint32_t)nranks);
     double end = sock_now_s() + timeout;
     char msg[512] = "no attempt";
-    int fd = -1, port = 0;
+    int fd = -1, port = 0, warned = 0;
+    char squat[512] = ""; /* a listener that proved it is not ours */
     for (int attempt = 0; fd < 0; attempt++) {
         for (int k = 0; k < nports && fd < 0; k++) {
-            int r = try_port(res, ports[k], hello, 10.0, &fd, msg, sizeof(msg));
+            int r = try_port(res, ports[k], hello, auth, 10.0, &warned, &fd, msg, sizeof(msg));
             if (r < 0) {
                 freeaddrinfo(res);
                 return FC_ERR(FC_ERR_BOOTSTRAP, "rendezvous at %s:%d refused rank %d: %s", host,
@@ -217,6 +322,8 @@ fc_result_t boot_sock_connect(const char *host, const int *ports, int nports,
             }
             if (r == 0)
                 port = ports[k];
+            if (r == 2)
+                snprintf(squat, sizeof(squat), "%s", msg);
         }
         if (fd >= 0)
             break;
@@ -227,7 +334,8 @@ fc_result_t boot_sock_connect(const char *host, const int *ports, int nports,
                           "(FC_BOOT_TIMEOUT): %s. Fix: is the process serving it (fc_run, rank "
                           "0, or the caller of fc_get_unique_id) alive and reachable from host "
                           "%s? Firewalls must allow the port",
-                          rank, host, ports[0], timeout, msg, log_hostname());
+                          rank, host, ports[0], timeout, squat[0] ? squat : msg,
+                          log_hostname());
         }
         struct timespec ts = {0, attempt < 20 ? 20000000L : 100000000L};
         nanosleep(&ts, NULL);

@@ -11,6 +11,8 @@
 #include "boot.h"
 
 #define MAGIC "FCB1"
+#define MAGIC_AUTH "FCA1" /* then length and a MUNGE credential, before the hello */
+#define AUTH_MAX 4096u
 #define VERSION 1u
 #define HELLO_LEN 56
 #define MSG_ACK 1u
@@ -20,6 +22,7 @@
 #define MSG_BYE 5u
 #define MSG_WHO 6u    /* a client that waited too long: who is missing? */
 #define MSG_STATUS 7u /* the answer, as text */
+#define MSG_AUTH 8u   /* the server's MUNGE credential */
 #define MAX_BLOB (16u << 20)
 
 /* CLOCK_MONOTONIC, in seconds. */

@@ -43,6 +43,7 @@ struct srv_conn {
     int fd;
     struct srv_sess *s;
     int rank;
+    int authed; /* it proved its uid (MUNGE), or none is asked */
     unsigned char *in;
     size_t inlen, incap;
     double t0;
@@ -70,6 +71,7 @@ struct boot_server {
     pthread_t th;
     int started;
     uint8_t secret[BOOT_SECRET_LEN];
+    struct boot_auth auth; /* key "" : no MUNGE */
     int single;
     double join_timeout;
     struct srv_conn **conns;
@@ -194,6 +196,40 @@ static void list_missing(const struct srv_sess *s, const unsigned char *flags, c
             o += (size_t)snprintf(buf + o, len - o, "%s%d", shown ? "," : "", r);
             shown++;
         }
+}
+
+/* The MUNGE credential (NUL-terminated) that connection i presents before
+ * its HELLO: checked, then answered with ours. 0 keeps it, -1 drops it. */
+static int on_auth(struct boot_server *sv, int i, const char *cred)
+{
+    struct srv_conn *c = sv->conns[i];
+    char tuple[200], why[512];
+    uint8_t nonce[BOOT_NONCE_LEN];
+    unsigned uid;
+    if (boot_auth_tuple(c->fd, 1, tuple, sizeof(tuple)) != 0) {
+        refused(sv, c->peer, "its connection has no address");
+        return -1;
+    }
+    if (boot_auth_check(&sv->auth, cred, 'c', tuple, nonce, &uid, why, sizeof(why)) != 0) {
+        char m[640];
+        snprintf(m, sizeof(m), "this rendezvous refused the client at %s: %s", c->peer, why);
+        refused(sv, c->peer, why);
+        sock_send_msg(c->fd, MSG_ERROR, m, strlen(m), 1.0);
+        return -1;
+    }
+    char *mine = NULL;
+    if (boot_auth_encode(&sv->auth, 's', nonce, tuple, &mine, why, sizeof(why)) != 0) {
+        FC_WARN(LOG_BOOT, "rendezvous: cannot answer %s with a MUNGE credential: %s", c->peer,
+                why);
+        sock_send_msg(c->fd, MSG_ERROR, why, strlen(why), 1.0);
+        return -1;
+    }
+    int r = sock_send_msg(c->fd, MSG_AUTH, mine, strlen(mine), 2.0);
+    free(mine);
+    if (r != 0)
+        return -1;
+    c->authed = 1;
+    return 0;
 }
 
 /* Handles the HELLO of connection i; returns 0 to keep it, -1 to drop it
@@ -348,6 +384,51 @@ static int on_readable(struct boot_server *sv, int i)
         return 0;
     c->inlen += (size_t)n;
     for (;;) {
+        if (!c->s && !c->authed) {
+            /* MUNGE first: "FCA1", length, credential */
+            if (c->inlen < 4)
+                return 0;
+            int is_auth = memcmp(c->in, MAGIC_AUTH, 4) == 0;
+            if (is_auth != (sv->auth.key[0] != 0)) {
+                const char *m = !is_auth && memcmp(c->in, MAGIC, 4) != 0
+                                    ? NULL
+                                    : is_auth ? "this rendezvous asks for no MUNGE credential "
+                                                "(FC_BOOT_AUTH=none where it runs): every rank "
+                                                "must use the same FC_BOOT_AUTH"
+                                              : "this rendezvous asks for a MUNGE credential "
+                                                "first (FC_BOOT_AUTH=munge where it runs): every "
+                                                "rank must use the same FC_BOOT_AUTH";
+                refused(sv, c->peer, m ? m : "not a fabcoll client");
+                if (m)
+                    sock_send_msg(c->fd, MSG_ERROR, m, strlen(m), 1.0);
+                return -1;
+            }
+            if (!is_auth) {
+                c->authed = 1;
+                continue;
+            }
+            if (c->inlen < 8)
+                return 0;
+            uint32_t len = sock_get32(c->in + 4);
+            if (len == 0 || len > AUTH_MAX) {
+                refused(sv, c->peer, "its MUNGE credential has an impossible length");
+                return -1;
+            }
+            if (c->inlen < 8 + (size_t)len)
+                return 0;
+            char *cred = malloc((size_t)len + 1);
+            if (!cred)
+                return -1;
+            memcpy(cred, c->in + 8, len);
+            cred[len] = '\0';
+            int r = on_auth(sv, i, cred);
+            free(cred);
+            if (r < 0)
+                return -1;
+            memmove(c->in, c->in + 8 + len, c->inlen - 8 - len);
+            c->inlen -= 8 + len;
+            continue;
+        }
         if (!c->s) {
             /* a stranger is turned away as soon as its first bytes show it */
             if (c->inlen >= 4 && memcmp(c->in, MAGIC, 4) != 0) {
@@ -553,10 +634,21 @@ fc_result_t boot_server_start(const uint8_t secret[BOOT_SECRET_LEN], const char 
                               int single_session, double join_timeout, struct boot_server **out,
                               int *bound_port)
 {
+    return boot_server_start_auth(secret, NULL, bind_ip, port, single_session, join_timeout, out,
+                                  bound_port);
+}
+
+fc_result_t boot_server_start_auth(const uint8_t secret[BOOT_SECRET_LEN],
+                                   const struct boot_auth *auth, const char *bind_ip, int port,
+                                   int single_session, double join_timeout,
+                                   struct boot_server **out, int *bound_port)
+{
     struct boot_server *sv = calloc(1, sizeof(*sv));
     if (!sv)
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for the rendezvous");
     memcpy(sv->secret, secret, BOOT_SECRET_LEN);
+    if (auth)
+        sv->auth = *auth;
     sv->single = single_session;
     sv->owned = single_session && out != NULL;
     sv->join_timeout = join_timeout;
