@@ -114,6 +114,70 @@ else
     step_result "plain srun without munged" 1 "rc $rc after ${dt} s; expected a refusal naming --mpi=pmix"
     tail -n 5 "$log" | sed 's/^/    /'
 fi
+# a squatter of another user (nobody) on the first port a plain-srun-like
+# job derives: the ranks skip it, warn, send it nothing of the job (the
+# hello, magic FCB1, carries the job's secret) and finish
+jobenv=(SLURM_JOB_ID=$((900000 + RANDOM)) SLURM_STEP_ID=0 SLURM_NTASKS=2
+        SLURM_STEP_NODELIST=localhost FI_PROVIDER=tcp FC_BOOT_TIMEOUT=30)
+log="$logdir/squatter"
+mkdir -p "$log"
+sqdir=$(mktemp -d /tmp/fc-squatter.XXXXXX) && chmod 777 "$sqdir" # nobody writes its counts here
+port=$(env "${jobenv[@]}" SLURM_PROCID=0 FC_DEBUG=INFO FC_BOOT_TIMEOUT=1 \
+    "$build/test/functional/allreduce" 2>&1 | sed -n 's/.*serves the rendezvous on port \([0-9]*\).*/\1/p' | head -1)
+if [ -n "$port" ] && id nobody >/dev/null 2>&1; then
+    runuser -u nobody -- python3 -c '
+import socket, sys, time
+port, out = int(sys.argv[1]), sys.argv[2]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", port)); s.listen(64); s.settimeout(0.5)
+open(out + ".up", "w").close()
+conns, hello, end = 0, 0, time.time() + 25
+while time.time() < end:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        continue
+    conns += 1
+    c.settimeout(2)
+    data = b""
+    try:
+        data = c.recv(65536)
+        c.sendall(b"FCB1" * 4)  # anything but a credential of the job user
+        while True:
+            x = c.recv(65536)
+            if not x:
+                break
+            data += x
+    except OSError:
+        pass
+    c.close()
+    hello += data.count(b"FCB1")
+    with open(out, "w") as f:
+        f.write("%d %d\n" % (conns, hello))
+' "$port" "$sqdir/counts" 2>"$log/squatter.err" &
+    sq=$!
+    for i in $(seq 50); do [ -e "$sqdir/counts.up" ] && break; sleep 0.1; done
+    env "${jobenv[@]}" SLURM_PROCID=1 timeout -k 5 60 "$build/test/functional/allreduce" \
+        >"$log/r1.out" 2>"$log/r1.err" &
+    r1=$!
+    env "${jobenv[@]}" SLURM_PROCID=0 timeout -k 5 60 "$build/test/functional/allreduce" \
+        >"$log/r0.out" 2>"$log/r0.err"
+    rc0=$?
+    wait $r1; rc1=$?
+    kill $sq 2>/dev/null; wait $sq 2>/dev/null
+    read -r conns hello <"$sqdir/counts" 2>/dev/null
+    rm -rf "$sqdir"
+    if [ $rc0 = 0 ] && [ $rc1 = 0 ] && [ "${conns:-0}" -gt 0 ] && [ "${hello:-1}" = 0 ] &&
+        cat "$log"/r*.err | grep -q "refused the listener on port $port"; then
+        step_result "squatter on a derived port" 0 "skipped after ${conns} connection(s), sent no hello; job passed"
+    else
+        step_result "squatter on a derived port" 1 "ranks rc $rc0/$rc1, squatter saw ${conns:-?} connections and ${hello:-?} hellos"
+        tail -n 5 "$log"/r*.err | sed 's/^/    /'
+    fi
+else
+    step_result "squatter on a derived port" 1 "no derived port in rank 0's log (or no user nobody)"
+fi
 # FC_BOOT_AUTH=none: works, and warns once for the job
 log="$logdir/srun-auth-none.log"
 FC_BOOT_AUTH=none FI_PROVIDER=tcp timeout -k 5 60 srun -n 3 -O "$build/test/functional/allreduce" \
