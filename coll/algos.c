@@ -13,6 +13,8 @@ extern const struct coll_algo coll_allgather_ring, coll_allgather_rd, coll_allga
     coll_allgather_hier, coll_reduce_scatter_ring, coll_reduce_scatter_halving,
     coll_reduce_scatter_hier, coll_alltoall_pairwise, coll_alltoall_bruck,
     coll_barrier_dissemination, coll_barrier_hier;
+extern const struct coll_algo coll_gather_binomial, coll_gather_linear, coll_scatter_binomial,
+    coll_scatter_linear;
 
 const struct coll_algo *const coll_algos[] = {
     &coll_allreduce_ring,
@@ -38,6 +40,10 @@ const struct coll_algo *const coll_algos[] = {
     &coll_alltoall_bruck,
     &coll_barrier_dissemination,
     &coll_barrier_hier,
+    &coll_gather_binomial,
+    &coll_gather_linear,
+    &coll_scatter_binomial,
+    &coll_scatter_linear,
     NULL,
 };
 

@@ -15,9 +15,13 @@
  *   reduce_scatter  n*count*es                 count*es
  *   alltoall        n*count*es                 n*count*es
  *   barrier         -                          -
+ *   gather          count*es                   n*count*es (root only)
+ *   scatter         n*count*es (root only)     count*es
  * In place (a->in_place): allreduce/bcast/alltoall: R_SEND == R_RECV;
  * allgather: R_SEND is block `rank` of R_RECV; reduce_scatter: R_RECV is
- * block `rank` of R_SEND; reduce: R_SEND == R_RECV at the root.
+ * block `rank` of R_SEND; reduce: R_SEND == R_RECV at the root; gather
+ * (scatter): at the root, R_SEND (R_RECV) is block `root` of the other;
+ * elsewhere in_place means nothing.
  */
 #ifndef FC_COLL_H
 #define FC_COLL_H
@@ -35,8 +39,17 @@ enum coll_kind {
     COLL_REDUCE_SCATTER,
     COLL_ALLTOALL,
     COLL_BARRIER,
+    COLL_GATHER,
+    COLL_SCATTER,
     COLL_NKINDS
 };
+
+/* Kinds whose count is one rank's block of n (the call moves n blocks). */
+static inline int coll_blocked(enum coll_kind k)
+{
+    return k == COLL_ALLGATHER || k == COLL_REDUCE_SCATTER || k == COLL_ALLTOALL ||
+           k == COLL_GATHER || k == COLL_SCATTER;
+}
 
 struct coll_args {
     enum coll_kind kind;

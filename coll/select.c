@@ -16,7 +16,8 @@
 #include "log.h"
 
 static const char *const kind_names[COLL_NKINDS] = {
-    "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall", "barrier"};
+    "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall", "barrier",
+    "gather", "scatter"};
 
 const char *coll_kind_name(enum coll_kind k)
 {
@@ -34,6 +35,8 @@ size_t coll_region_bytes(const struct coll_args *a, int recv)
     case COLL_ALLGATHER: return recv ? n * b : b;
     case COLL_REDUCE_SCATTER: return recv ? b : n * b;
     case COLL_ALLTOALL: return n * b;
+    case COLL_GATHER: return !recv ? b : root ? n * b : 0;
+    case COLL_SCATTER: return recv ? b : root ? n * b : 0;
     default: return 0;
     }
 }
@@ -179,12 +182,7 @@ fc_result_t coll_tuning_load_file(struct coll_tuning *t, const char *path)
 static size_t coll_bytes(const struct coll_args *a)
 {
     size_t b = a->count * a->esize;
-    switch (a->kind) {
-    case COLL_ALLGATHER:
-    case COLL_REDUCE_SCATTER:
-    case COLL_ALLTOALL: return b * (size_t)a->nranks;
-    default: return b;
-    }
+    return coll_blocked(a->kind) ? b * (size_t)a->nranks : b;
 }
 
 double coll_algo_cost(const struct coll_algo *al, const struct coll_args *a,

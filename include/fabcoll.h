@@ -134,6 +134,17 @@ FC_API fc_result_t fc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t 
 FC_API fc_result_t fc_alltoall(const void *sendbuf, void *recvbuf, size_t count,
                                fc_datatype_t dt, fc_comm_t comm);
 FC_API fc_result_t fc_barrier(fc_comm_t comm);
+/* Every rank's sendcount elements, in rank order, into the root's recvbuf
+ * (size * sendcount elements; read on the root only, others may pass
+ * NULL). In place at the root when
+ * sendbuf == (char *)recvbuf + root * sendcount * esize. */
+FC_API fc_result_t fc_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                             fc_datatype_t dt, int root, fc_comm_t comm);
+/* Block r of the root's sendbuf (size * recvcount elements; read on the
+ * root only, others may pass NULL) into rank r's recvbuf. In place at the
+ * root when recvbuf == (char *)sendbuf + root * recvcount * esize. */
+FC_API fc_result_t fc_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                              fc_datatype_t dt, int root, fc_comm_t comm);
 /* Point to point: matched in the order sent; counts must be equal. */
 FC_API fc_result_t fc_send(const void *buf, size_t count, fc_datatype_t dt, int peer,
                            fc_comm_t comm);
@@ -159,6 +170,10 @@ FC_API fc_result_t fc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t
 FC_API fc_result_t fc_ialltoall(const void *sendbuf, void *recvbuf, size_t count,
                                 fc_datatype_t dt, fc_comm_t comm, fc_request_t *req);
 FC_API fc_result_t fc_ibarrier(fc_comm_t comm, fc_request_t *req);
+FC_API fc_result_t fc_igather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                              fc_datatype_t dt, int root, fc_comm_t comm, fc_request_t *req);
+FC_API fc_result_t fc_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                               fc_datatype_t dt, int root, fc_comm_t comm, fc_request_t *req);
 /* FC_SUCCESS with *done = 0 while it runs; when done: the operation's
  * result, frees it, *req = NULL. A NULL *req is complete. */
 FC_API fc_result_t fc_test(fc_request_t *req, int *done);
@@ -191,6 +206,12 @@ FC_API fc_result_t fc_allgather_stream(const void *sendbuf, void *recvbuf, size_
 FC_API fc_result_t fc_reduce_scatter_stream(const void *sendbuf, void *recvbuf,
                                             size_t recvcount, fc_datatype_t dt, fc_op_t op,
                                             fc_comm_t comm, void *cuda_stream);
+FC_API fc_result_t fc_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                    fc_datatype_t dt, int root, fc_comm_t comm,
+                                    void *cuda_stream);
+FC_API fc_result_t fc_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                     fc_datatype_t dt, int root, fc_comm_t comm,
+                                     void *cuda_stream);
 
 /* ---- additions beyond API.md ------------------------------------------- */
 /* "major.minor.patch (libfabric x.y)" */

@@ -348,6 +348,80 @@ fc_result_t fc_ialltoall(const void *sendbuf, void *recvbuf, size_t count, fc_da
     return named("fc_ialltoall", do_alltoall(sendbuf, recvbuf, count, dt, comm, NONBLOCKING(req)));
 }
 
+/* ---- gather / scatter --------------------------------------------------- */
+
+static fc_result_t do_gather(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                             int root, fc_comm_t comm, const struct how *h)
+{
+    fc_result_t rc;
+    size_t es = 1;
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_rank(root, comm->size, "root")) != FC_SUCCESS ||
+        (rc = check_count(count, es, (size_t)comm->size, "sendcount")) != FC_SUCCESS ||
+        (rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS)
+        return rc;
+    const int is_root = comm->rank == root;
+    const size_t all = count * es * (size_t)comm->size;
+    int ip = is_root && count > 0 && sendbuf == (const char *)recvbuf + (size_t)root * count * es;
+    if (is_root && ((rc = check_buf(recvbuf, all, es, "recvbuf (at the root)")) != FC_SUCCESS ||
+                    (rc = check_overlap(sendbuf, count * es, recvbuf, all, ip)) != FC_SUCCESS))
+        return rc;
+    struct coll_args a = args_of(comm, COLL_GATHER, count, dt, FC_SUM, root, es, ip);
+    return run(comm, &a, sendbuf, is_root ? recvbuf : NULL, h);
+}
+
+fc_result_t fc_gather(const void *sendbuf, void *recvbuf, size_t sendcount, fc_datatype_t dt,
+                      int root, fc_comm_t comm)
+{
+    return named("fc_gather", do_gather(sendbuf, recvbuf, sendcount, dt, root, comm, &BLOCKING));
+}
+
+fc_result_t fc_igather(const void *sendbuf, void *recvbuf, size_t sendcount, fc_datatype_t dt,
+                       int root, fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_igather", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_igather",
+                 do_gather(sendbuf, recvbuf, sendcount, dt, root, comm, NONBLOCKING(req)));
+}
+
+static fc_result_t do_scatter(const void *sendbuf, void *recvbuf, size_t count, fc_datatype_t dt,
+                              int root, fc_comm_t comm, const struct how *h)
+{
+    fc_result_t rc;
+    size_t es = 1;
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_rank(root, comm->size, "root")) != FC_SUCCESS ||
+        (rc = check_count(count, es, (size_t)comm->size, "recvcount")) != FC_SUCCESS ||
+        (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
+        return rc;
+    const int is_root = comm->rank == root;
+    const size_t all = count * es * (size_t)comm->size;
+    int ip = is_root && count > 0 && recvbuf == (const char *)sendbuf + (size_t)root * count * es;
+    if (is_root && ((rc = check_buf(sendbuf, all, es, "sendbuf (at the root)")) != FC_SUCCESS ||
+                    (rc = check_overlap(sendbuf, all, recvbuf, count * es, ip)) != FC_SUCCESS))
+        return rc;
+    struct coll_args a = args_of(comm, COLL_SCATTER, count, dt, FC_SUM, root, es, ip);
+    return run(comm, &a, is_root ? sendbuf : NULL, recvbuf, h);
+}
+
+fc_result_t fc_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, fc_datatype_t dt,
+                       int root, fc_comm_t comm)
+{
+    return named("fc_scatter", do_scatter(sendbuf, recvbuf, recvcount, dt, root, comm, &BLOCKING));
+}
+
+fc_result_t fc_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount, fc_datatype_t dt,
+                        int root, fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_iscatter", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_iscatter",
+                 do_scatter(sendbuf, recvbuf, recvcount, dt, root, comm, NONBLOCKING(req)));
+}
+
 static fc_result_t do_barrier(fc_comm_t comm, const struct how *h)
 {
     fc_result_t rc;
@@ -681,4 +755,18 @@ fc_result_t fc_reduce_scatter_stream(const void *sendbuf, void *recvbuf, size_t 
     return named("fc_reduce_scatter_stream",
                  do_reduce_scatter(sendbuf, recvbuf, recvcount, dt, op, comm,
                                    ON_STREAM(cuda_stream)));
+}
+
+fc_result_t fc_gather_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                             fc_datatype_t dt, int root, fc_comm_t comm, void *cuda_stream)
+{
+    return named("fc_gather_stream",
+                 do_gather(sendbuf, recvbuf, sendcount, dt, root, comm, ON_STREAM(cuda_stream)));
+}
+
+fc_result_t fc_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                              fc_datatype_t dt, int root, fc_comm_t comm, void *cuda_stream)
+{
+    return named("fc_scatter_stream",
+                 do_scatter(sendbuf, recvbuf, recvcount, dt, root, comm, ON_STREAM(cuda_stream)));
 }

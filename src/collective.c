@@ -29,7 +29,7 @@ static int coll_reduces(enum coll_kind k)
 
 static int coll_rooted(enum coll_kind k)
 {
-    return k == COLL_BCAST || k == COLL_REDUCE;
+    return k == COLL_BCAST || k == COLL_REDUCE || k == COLL_GATHER || k == COLL_SCATTER;
 }
 
 static uint64_t coll_signature(const struct coll_args *a)
@@ -68,7 +68,7 @@ static void coll_signature_desc(uint64_t sig, char *buf, size_t len)
 static size_t coll_message_bound(const struct coll_args *a)
 {
     size_t v = a->count * a->esize;
-    if (a->kind == COLL_ALLGATHER || a->kind == COLL_REDUCE_SCATTER || a->kind == COLL_ALLTOALL)
+    if (coll_blocked(a->kind))
         v *= (size_t)a->nranks;
     return v;
 }

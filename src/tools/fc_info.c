@@ -214,7 +214,7 @@ static void print_tuner(const char *prov, int n)
             /* bytes is the collective's total: per-rank counts for the
              * gather/scatter family */
             size_t count = (size_t)(bytes / 4);
-            if (k == COLL_ALLGATHER || k == COLL_REDUCE_SCATTER || k == COLL_ALLTOALL)
+            if (coll_blocked(k))
                 count = count / (size_t)n ? count / (size_t)n : 1;
             a.count = k == COLL_BARRIER ? 0 : count;
             double best_t = 0;

@@ -362,7 +362,7 @@ int main(int argc, char **argv)
                 if (k == COLL_BARRIER && bi > 0)
                     break;
                 size_t count = (size_t)(bytes[bi] / 4);
-                if (k == COLL_ALLGATHER || k == COLL_REDUCE_SCATTER || k == COLL_ALLTOALL)
+                if (coll_blocked(k))
                     count = count / (size_t)n ? count / (size_t)n : 1;
                 struct coll_args a = {.kind = k, .rank = 0, .nranks = n, .root = 0,
                                       .count = k == COLL_BARRIER ? 0 : count,
@@ -371,11 +371,7 @@ int main(int argc, char **argv)
                 const struct coll_algo *pick = coll_select_by_cost(&tun, &a, NULL);
                 if (!csv) {
                     char b[32];
-                    log_fmt_bytes((double)count * 4 *
-                                  (k == COLL_ALLGATHER || k == COLL_REDUCE_SCATTER ||
-                                           k == COLL_ALLTOALL
-                                       ? n
-                                       : 1),
+                    log_fmt_bytes((double)count * 4 * (coll_blocked(k) ? n : 1),
                               b, sizeof(b));
                     printf("\n%s, %d ranks, %s%s\n", coll_kind_name(k), n,
                            k == COLL_BARRIER ? "" : b,
@@ -408,11 +404,7 @@ int main(int argc, char **argv)
                     if (csv)
                         printf("%s,%d,%.0f,%s,%.6g,%s%.6g,%" PRIu64 ",%" PRIu64 ",%" PRIu64
                                ",%d\n", coll_kind_name(k), n,
-                               (double)count * 4 *
-                                   (k == COLL_ALLGATHER || k == COLL_REDUCE_SCATTER ||
-                                            k == COLL_ALLTOALL
-                                        ? n
-                                        : 1),
+                               (double)count * 4 * (coll_blocked(k) ? n : 1),
                                al->name, model * 1e6, bad ? "error:" : "", s.end * 1e6, mx_msgs,
                                mx_sent, s.nsteps, al == pick);
                     else

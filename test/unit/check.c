@@ -16,6 +16,8 @@ static void sizes(const struct check_case *c, size_t *ns, size_t *nr)
     case COLL_REDUCE_SCATTER: *ns = n * k; *nr = k; break;
     case COLL_ALLTOALL: *ns = n * k; *nr = n * k; break;
     case COLL_BARRIER: *ns = 0; *nr = 0; break;
+    case COLL_GATHER: *ns = k; *nr = n * k; break;
+    case COLL_SCATTER: *ns = n * k; *nr = k; break;
     default: *ns = k; *nr = k; break;
     }
 }
@@ -156,6 +158,40 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
             }
             break;
         }
+        case COLL_GATHER:
+        case COLL_SCATTER: {
+            /* the root's n-block buffer holds (in place) its own block */
+            const int g = c->kind == COLL_GATHER, is_root = r == c->root;
+            const size_t own = (size_t)r * c->count * es;
+            if (!is_root) {
+                alloc[r] = gmalloc(alloc_len[r] = (g ? ns : nr) * es, 2 * r + 1);
+                if (g) {
+                    sendb[r] = alloc[r];
+                    memcpy(sendb[r], input[r], ns * es);
+                } else {
+                    recvb[r] = alloc[r];
+                    memset(recvb[r], poison, nr * es);
+                }
+            } else if (g) {
+                alloc[r] = gmalloc(alloc_len[r] = nr * es, 2 * r + 1);
+                memset(alloc[r], poison, nr * es);
+                recvb[r] = alloc[r];
+                sendb[r] = ip ? recvb[r] + own
+                              : (extra[r] = gmalloc(extra_len[r] = ns * es, 2 * r + 2));
+                memcpy(sendb[r], input[r], ns * es);
+            } else {
+                alloc[r] = gmalloc(alloc_len[r] = ns * es, 2 * r + 1);
+                sendb[r] = alloc[r];
+                memcpy(sendb[r], input[r], ns * es);
+                if (ip) {
+                    recvb[r] = sendb[r] + own;
+                } else {
+                    recvb[r] = extra[r] = gmalloc(extra_len[r] = nr * es, 2 * r + 2);
+                    memset(recvb[r], poison, nr * es);
+                }
+            }
+            break;
+        }
         default: /* allreduce, alltoall, barrier */
             alloc[r] = gmalloc(alloc_len[r] = nr * es, 2 * r + 1);
             memset(alloc[r], poison, nr * es);
@@ -169,7 +205,8 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
             }
             break;
         }
-        int root_only = c->kind == COLL_REDUCE || c->kind == COLL_BCAST;
+        int root_only = c->kind == COLL_REDUCE || c->kind == COLL_BCAST ||
+                        c->kind == COLL_GATHER || c->kind == COLL_SCATTER;
         if (sendb[r] && !(ip && (!root_only || r == c->root))) {
             sendcopy[r] = malloc(ns * es + 64);
             memcpy(sendcopy[r], sendb[r], ns * es);
@@ -220,6 +257,15 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
             for (int j = 0; j < n; j++)
                 memcpy(expect + (size_t)j * c->count * es,
                        input[j] + (size_t)r * c->count * es, c->count * es);
+            break;
+        case COLL_GATHER:
+            if (r != c->root)
+                got = NULL;
+            for (int j = 0; j < n; j++)
+                memcpy(expect + (size_t)j * c->count * es, input[j], c->count * es);
+            break;
+        case COLL_SCATTER:
+            memcpy(expect, input[c->root] + (size_t)r * c->count * es, c->count * es);
             break;
         default: got = NULL; cnt = 0; break;
         }

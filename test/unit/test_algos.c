@@ -26,7 +26,7 @@ static int is_reduction(enum coll_kind k)
 
 static int has_root(enum coll_kind k)
 {
-    return k == COLL_BCAST || k == COLL_REDUCE;
+    return k == COLL_BCAST || k == COLL_REDUCE || k == COLL_GATHER || k == COLL_SCATTER;
 }
 
 static void run_one(const struct coll_algo *al, struct check_case *c)
@@ -127,8 +127,7 @@ static void big(const char *kind_name, const char *algo, int n)
     const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
     cr_assert_not_null(al);
     size_t cnts[] = {0, 1, (size_t)n - 1, (size_t)n * 2 + 1};
-    if (al->kind == COLL_ALLGATHER || al->kind == COLL_REDUCE_SCATTER ||
-        al->kind == COLL_ALLTOALL) {
+    if (coll_blocked(al->kind)) {
         /* buffers of n * count elements per rank, n of them: keep it small */
         size_t small[] = {0, 1, 2, 7};
         memcpy(cnts, small, sizeof(cnts));
@@ -506,8 +505,7 @@ static void odd_sizes(enum coll_kind kind)
         for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
             const int n = ns[ni];
             /* per-rank blocks: n * count elements on every rank */
-            const int blocks = kind == COLL_ALLGATHER || kind == COLL_REDUCE_SCATTER ||
-                               kind == COLL_ALLTOALL;
+            const int blocks = coll_blocked(kind);
             for (size_t di = 0; di < sizeof(dts) / sizeof(dts[0]); di++)
                 for (size_t hi = 0; hi < sizeof(chunks) / sizeof(chunks[0]); hi++) {
                     const size_t es = fc_datatype_size(dts[di]), ce = chunks[hi] / es;
@@ -562,6 +560,8 @@ Test(odd_sizes, reduce, .timeout = 300) { odd_sizes(COLL_REDUCE); }
 Test(odd_sizes, allgather, .timeout = 300) { odd_sizes(COLL_ALLGATHER); }
 Test(odd_sizes, reduce_scatter, .timeout = 300) { odd_sizes(COLL_REDUCE_SCATTER); }
 Test(odd_sizes, alltoall, .timeout = 300) { odd_sizes(COLL_ALLTOALL); }
+Test(odd_sizes, gather, .timeout = 300) { odd_sizes(COLL_GATHER); }
+Test(odd_sizes, scatter, .timeout = 300) { odd_sizes(COLL_SCATTER); }
 
 /* coll_region_bytes (what a stream-ordered call stages for a host buffer)
  * bounds every byte each algorithm's schedule touches in R_SEND and R_RECV

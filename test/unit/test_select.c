@@ -55,7 +55,8 @@ Test(select, every_algorithm_is_found_by_its_name)
     }
     cr_assert_geq(n, 17, "only %d algorithms in the table", n);
     cr_assert_null(coll_algo_find(COLL_ALLREDUCE, "chain", 5), "bcast's chain for allreduce");
-    cr_assert_eq(coll_kind_from_name("gather", 6), -1);
+    cr_assert_eq(coll_kind_from_name("gather", 6), COLL_GATHER);
+    cr_assert_eq(coll_kind_from_name("scan", 4), -1);
 }
 
 /* No caller tests an algorithm's functions for NULL: every one is there,
