@@ -18,18 +18,18 @@ static char *h_in, *h_out, *h_exp;
 static void *d_a, *d_b;
 
 /* in: host input of ns elements; runs kind on device copies; out: host */
-enum kind { AR, BC, RD, AG, RS, A2A };
-static const char *kname[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
-                              "alltoall"};
+enum kind { AR, BC, RD, AG, RS, A2A, GA, SC };
+static const char *kname[] = {"allreduce", "broadcast", "reduce",  "allgather",
+                              "reduce_scatter", "alltoall", "gather", "scatter"};
 
 static size_t nsend(enum kind k, size_t n)
 {
-    return (k == RS || k == A2A) ? n * (size_t)t.size : n;
+    return (k == RS || k == A2A || k == SC) ? n * (size_t)t.size : n;
 }
 
 static size_t nrecv(enum kind k, size_t n)
 {
-    return (k == AG || k == A2A) ? n * (size_t)t.size : n;
+    return (k == AG || k == A2A || k == GA) ? n * (size_t)t.size : n;
 }
 
 static fc_result_t call(enum kind k, void *s, void *r, size_t n, fc_datatype_t dt, fc_op_t op,
@@ -46,6 +46,10 @@ static fc_result_t call(enum kind k, void *s, void *r, size_t n, fc_datatype_t d
                            : fc_allgather(s, r, n, dt, t.comm);
     case RS: return stream ? fc_reduce_scatter_stream(s, r, n, dt, op, t.comm, stream)
                            : fc_reduce_scatter(s, r, n, dt, op, t.comm);
+    case GA: return stream ? fc_gather_stream(s, r, n, dt, root, t.comm, stream)
+                           : fc_gather(s, r, n, dt, root, t.comm);
+    case SC: return stream ? fc_scatter_stream(s, r, n, dt, root, t.comm, stream)
+                           : fc_scatter(s, r, n, dt, root, t.comm);
     default: return fc_alltoall(s, r, n, dt, t.comm);
     }
 }
@@ -56,7 +60,8 @@ static void prepare(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int roo
     size_t ns = nsend(k, n);
     for (size_t i = 0; i < ns; i++) {
         double v = k == A2A ? (double)((t.rank * 31 + (int)(i / (n ? n : 1)) * 7 + (int)(i % 13)) % 100)
-                 : k == BC || k == AG ? ft_input(FC_MIN, dt, k == BC ? root : t.rank, i)
+                 : k == SC ? ft_input(FC_MIN, dt, (int)(i / (n ? n : 1)), i % (n ? n : 1))
+                 : k == BC || k == AG || k == GA ? ft_input(FC_MIN, dt, k == BC ? root : t.rank, i)
                                       : ft_input(op, dt, t.rank, i);
         ft_store(h_in, i, dt, v);
     }
@@ -67,7 +72,9 @@ static void prepare(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int roo
         case RD: ft_expected(h_exp, i, op, dt, t.size); break;
         case RS: break; /* below */
         case BC: ft_store(h_exp, i, dt, ft_input(FC_MIN, dt, root, i)); break;
-        case AG: ft_store(h_exp, i, dt, ft_input(FC_MIN, dt, (int)(i / n), i % n)); break;
+        case AG:
+        case GA: ft_store(h_exp, i, dt, ft_input(FC_MIN, dt, (int)(i / n), i % n)); break;
+        case SC: ft_store(h_exp, i, dt, ft_input(FC_MIN, dt, t.rank, i)); break;
         case A2A: {
             size_t j = i / n, e = i % n;
             ft_store(h_exp, i, dt,
@@ -89,7 +96,7 @@ static void prepare(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int roo
 static void verify(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int root, int ip,
                    const char *how)
 {
-    if (k == RD && t.rank != root)
+    if ((k == RD || k == GA) && t.rank != root)
         return;
     size_t nr = nrecv(k, n);
     for (size_t i = 0; i < nr; i++)
@@ -109,8 +116,16 @@ static void run_device(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int 
     prepare(k, n, dt, op, root);
     void *s = d_a, *r = d_b;
     gu_memset(d_b, 0x7b, nr * es);
+    if (ip && (k == GA || k == SC) && t.rank != root)
+        ip = 0; /* in place means something at the root only */
     if (ip) {
-        if (k == AG) {
+        if (k == GA) {
+            s = (char *)d_b + (size_t)root * n * es;
+            gu_to_device(s, h_in, n * es);
+        } else if (k == SC) {
+            gu_to_device(d_a, h_in, ns * es);
+            r = (char *)d_a + (size_t)root * n * es;
+        } else if (k == AG) {
             s = (char *)d_b + (size_t)t.rank * n * es;
             gu_to_device(s, h_in, n * es);
         } else if (k == RS) {
@@ -137,8 +152,8 @@ static void run_device(enum kind k, size_t n, fc_datatype_t dt, fc_op_t op, int 
  * flight (nothing of it may wait for a CUDA allocation). */
 static void stream_mixed(void *st)
 {
-    for (int k = AR; k <= RS; k++)
-        for (int mix = 0; mix < 2; mix++) {
+    for (int k = AR; k <= SC; k++)
+        for (int mix = 0; mix < 2 && k != A2A; mix++) {
             size_t nn = 3001, es = 4;
             int root = (k + mix) % t.size;
             fc_op_t op = k == RD ? FC_MAX : FC_SUM;
@@ -146,7 +161,7 @@ static void stream_mixed(void *st)
             void *s = h_in, *r = d_b;
             /* broadcast and reduce use one buffer off the root: a device
              * one there (a stream call needs one) */
-            int here = !(k == BC || k == RD) || t.rank == root;
+            int here = !(k == BC || k == RD || k == GA || k == SC) || t.rank == root;
             if (mix || !here) {
                 gu_to_device(d_a, h_in, nsend((enum kind)k, nn) * es);
                 s = d_a;
@@ -428,7 +443,7 @@ int main(void)
     /* FT_GPU_PART=stream runs only the stream-ordered part (debugging) */
     const char *part = getenv("FT_GPU_PART");
     int only_stream = part && !strcmp(part, "stream");
-    for (int k = AR; k <= A2A && !only_stream; k++)
+    for (int k = AR; k <= SC && !only_stream; k++)
         for (int d = 0; d < 10; d++)
             for (int o = 0; o < 5; o++) {
                 int reduction = k == AR || k == RD || k == RS;
@@ -436,7 +451,7 @@ int main(void)
                     break;
                 for (int ci = 0; ci < 4; ci++) {
                     size_t n = counts[ci];
-                    if ((k == AG || k == RS || k == A2A) && n > 20011)
+                    if ((k == AG || k == RS || k == A2A || k == GA || k == SC) && n > 20011)
                         n = 20011;
                     /* the large count for a sample of types only */
                     if (ci == 3 && !(d == 8 || d == 6 || d == 2))
