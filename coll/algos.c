@@ -15,6 +15,8 @@ extern const struct coll_algo coll_allgather_ring, coll_allgather_rd, coll_allga
     coll_barrier_dissemination, coll_barrier_hier;
 extern const struct coll_algo coll_gather_binomial, coll_gather_linear, coll_scatter_binomial,
     coll_scatter_linear;
+extern const struct coll_algo coll_allgatherv_ring, coll_allgatherv_bruck,
+    coll_alltoallv_pairwise;
 
 const struct coll_algo *const coll_algos[] = {
     &coll_allreduce_ring,
@@ -44,6 +46,9 @@ const struct coll_algo *const coll_algos[] = {
     &coll_gather_linear,
     &coll_scatter_binomial,
     &coll_scatter_linear,
+    &coll_allgatherv_ring,
+    &coll_allgatherv_bruck,
+    &coll_alltoallv_pairwise,
     NULL,
 };
 

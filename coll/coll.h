@@ -17,11 +17,15 @@
  *   barrier         -                          -
  *   gather          count*es                   n*count*es (root only)
  *   scatter         n*count*es (root only)     count*es
+ *   allgatherv      count*es (= rcounts[rank]) extent of rdispls/rcounts
+ *   alltoallv       extent of sdispls/scounts  extent of rdispls/rcounts
+ * (the extent: the end of the furthest nonzero block, coll_v_extent).
  * In place (a->in_place): allreduce/bcast/alltoall: R_SEND == R_RECV;
  * allgather: R_SEND is block `rank` of R_RECV; reduce_scatter: R_RECV is
  * block `rank` of R_SEND; reduce: R_SEND == R_RECV at the root; gather
  * (scatter): at the root, R_SEND (R_RECV) is block `root` of the other;
- * elsewhere in_place means nothing.
+ * elsewhere in_place means nothing; allgatherv: R_SEND is block `rank` of
+ * R_RECV (at rdispls[rank]); alltoallv has no in-place form.
  */
 #ifndef FC_COLL_H
 #define FC_COLL_H
@@ -41,6 +45,8 @@ enum coll_kind {
     COLL_BARRIER,
     COLL_GATHER,
     COLL_SCATTER,
+    COLL_ALLGATHERV,
+    COLL_ALLTOALLV,
     COLL_NKINDS
 };
 
@@ -63,7 +69,38 @@ struct coll_args {
      * NULL: not known (such algorithms refuse the call). */
     const int *node;
     int nnodes;
+    /* The v-collectives' counts and displacements, in elements, one per
+     * rank (NULL elsewhere). allgatherv: rcounts and rdispls, the same
+     * counts on every rank (count is rcounts[rank]); alltoallv: all four,
+     * scounts[j] to rank j and rcounts[j] from it (count is the sum of
+     * scounts, for messages). Read only while the schedule is built. */
+    const size_t *scounts, *sdispls, *rcounts, *rdispls;
 };
+
+/* The v-collectives: per-rank counts, never cached, signed per peer. */
+static inline int coll_is_v(enum coll_kind k)
+{
+    return k == COLL_ALLGATHERV || k == COLL_ALLTOALLV;
+}
+
+/* The end, in elements, of the furthest nonzero block of counts/displs. */
+static inline size_t coll_v_extent(const size_t *counts, const size_t *displs, int n)
+{
+    size_t e = 0;
+    for (int i = 0; counts && i < n; i++)
+        if (counts[i] && displs[i] + counts[i] > e)
+            e = displs[i] + counts[i];
+    return e;
+}
+
+/* The sum of n counts. */
+static inline size_t coll_v_sum(const size_t *counts, int n)
+{
+    size_t t = 0;
+    for (int i = 0; counts && i < n; i++)
+        t += counts[i];
+    return t;
+}
 
 /* Network parameters of the alpha-beta-gamma cost model, in seconds. */
 struct coll_cost {

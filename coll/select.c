@@ -17,7 +17,7 @@
 
 static const char *const kind_names[COLL_NKINDS] = {
     "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall", "barrier",
-    "gather", "scatter"};
+    "gather", "scatter", "allgatherv", "alltoallv"};
 
 const char *coll_kind_name(enum coll_kind k)
 {
@@ -37,6 +37,11 @@ size_t coll_region_bytes(const struct coll_args *a, int recv)
     case COLL_ALLTOALL: return n * b;
     case COLL_GATHER: return !recv ? b : root ? n * b : 0;
     case COLL_SCATTER: return recv ? b : root ? n * b : 0;
+    case COLL_ALLGATHERV:
+        return recv ? coll_v_extent(a->rcounts, a->rdispls, a->nranks) * a->esize : b;
+    case COLL_ALLTOALLV:
+        return (recv ? coll_v_extent(a->rcounts, a->rdispls, a->nranks)
+                     : coll_v_extent(a->scounts, a->sdispls, a->nranks)) * a->esize;
     default: return 0;
     }
 }
@@ -181,6 +186,9 @@ fc_result_t coll_tuning_load_file(struct coll_tuning *t, const char *path)
 
 static size_t coll_bytes(const struct coll_args *a)
 {
+    if (coll_is_v(a->kind)) /* allgatherv: every rank's; alltoallv: this rank's sends */
+        return coll_v_sum(a->kind == COLL_ALLGATHERV ? a->rcounts : a->scounts, a->nranks) *
+               a->esize;
     size_t b = a->count * a->esize;
     return coll_blocked(a->kind) ? b * (size_t)a->nranks : b;
 }

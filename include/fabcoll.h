@@ -145,6 +145,20 @@ FC_API fc_result_t fc_gather(const void *sendbuf, void *recvbuf, size_t sendcoun
  * root when recvbuf == (char *)sendbuf + root * recvcount * esize. */
 FC_API fc_result_t fc_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                               fc_datatype_t dt, int root, fc_comm_t comm);
+/* Rank j's sendcount elements (recvcounts[j], the same array on every
+ * rank) into recvbuf at displs[j] elements, on every rank; counts may be 0
+ * and differ freely. In place when
+ * sendbuf == (char *)recvbuf + displs[rank] * esize. */
+FC_API fc_result_t fc_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                 const size_t *recvcounts, const size_t *displs,
+                                 fc_datatype_t dt, fc_comm_t comm);
+/* sendcounts[j] elements at sdispls[j] of sendbuf to rank j, recvcounts[j]
+ * from rank j into recvbuf at rdispls[j]; rank j's sendcounts[i] must equal
+ * rank i's recvcounts[j] (a disagreement is an error on both). No in-place
+ * form: sendbuf and recvbuf are disjoint. */
+FC_API fc_result_t fc_alltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                                const size_t *sdispls, const size_t *recvcounts,
+                                const size_t *rdispls, fc_datatype_t dt, fc_comm_t comm);
 /* Point to point: matched in the order sent; counts must be equal. */
 FC_API fc_result_t fc_send(const void *buf, size_t count, fc_datatype_t dt, int peer,
                            fc_comm_t comm);
@@ -174,6 +188,13 @@ FC_API fc_result_t fc_igather(const void *sendbuf, void *recvbuf, size_t sendcou
                               fc_datatype_t dt, int root, fc_comm_t comm, fc_request_t *req);
 FC_API fc_result_t fc_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                fc_datatype_t dt, int root, fc_comm_t comm, fc_request_t *req);
+FC_API fc_result_t fc_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                  const size_t *recvcounts, const size_t *displs,
+                                  fc_datatype_t dt, fc_comm_t comm, fc_request_t *req);
+FC_API fc_result_t fc_ialltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                                 const size_t *sdispls, const size_t *recvcounts,
+                                 const size_t *rdispls, fc_datatype_t dt, fc_comm_t comm,
+                                 fc_request_t *req);
 /* FC_SUCCESS with *done = 0 while it runs; when done: the operation's
  * result, frees it, *req = NULL. A NULL *req is complete. */
 FC_API fc_result_t fc_test(fc_request_t *req, int *done);
@@ -212,6 +233,13 @@ FC_API fc_result_t fc_gather_stream(const void *sendbuf, void *recvbuf, size_t s
 FC_API fc_result_t fc_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
                                      fc_datatype_t dt, int root, fc_comm_t comm,
                                      void *cuda_stream);
+FC_API fc_result_t fc_allgatherv_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                        const size_t *recvcounts, const size_t *displs,
+                                        fc_datatype_t dt, fc_comm_t comm, void *cuda_stream);
+FC_API fc_result_t fc_alltoallv_stream(const void *sendbuf, void *recvbuf,
+                                       const size_t *sendcounts, const size_t *sdispls,
+                                       const size_t *recvcounts, const size_t *rdispls,
+                                       fc_datatype_t dt, fc_comm_t comm, void *cuda_stream);
 
 /* ---- additions beyond API.md ------------------------------------------- */
 /* "major.minor.patch (libfabric x.y)" */

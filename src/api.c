@@ -422,6 +422,137 @@ fc_result_t fc_iscatter(const void *sendbuf, void *recvbuf, size_t recvcount, fc
                  do_scatter(sendbuf, recvbuf, recvcount, dt, root, comm, NONBLOCKING(req)));
 }
 
+/* ---- allgatherv / alltoallv --------------------------------------------- */
+
+/* n counts and displacements (elements): present, and every block's end
+ * within the address space; *extent: the end of the furthest nonzero
+ * block. */
+static fc_result_t check_vec(const size_t *counts, const size_t *displs, int n, size_t esize,
+                             const char *cname, const char *dname, size_t *extent)
+{
+    if (!counts)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", cname);
+    if (!displs)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", dname);
+    const size_t lim = ((size_t)1 << 62) / esize;
+    size_t e = 0;
+    for (int i = 0; i < n; i++) {
+        if (counts[i] > lim || displs[i] > lim - counts[i])
+            return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                          "%s[%d] = %zu at %s[%d] = %zu: the block's end overflows the address "
+                          "space for %zu-byte elements",
+                          cname, i, counts[i], dname, i, displs[i], esize);
+        if (counts[i] && displs[i] + counts[i] > e)
+            e = displs[i] + counts[i];
+    }
+    *extent = e;
+    return FC_SUCCESS;
+}
+
+static fc_result_t do_allgatherv(const void *sendbuf, void *recvbuf, size_t count,
+                                 const size_t *recvcounts, const size_t *displs, fc_datatype_t dt,
+                                 fc_comm_t comm, const struct how *h)
+{
+    fc_result_t rc;
+    size_t es = 1, ext = 0;
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_vec(recvcounts, displs, comm->size, es, "recvcounts", "displs", &ext)) !=
+            FC_SUCCESS)
+        return rc;
+    const int me = comm->rank;
+    if (count != recvcounts[me])
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "sendcount %zu differs from recvcounts[%d] = %zu (this rank's block)", count,
+                      me, recvcounts[me]);
+    if ((rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS ||
+        (rc = check_buf(recvbuf, ext * es, es, "recvbuf")) != FC_SUCCESS)
+        return rc;
+    int ip = count > 0 && sendbuf == (const char *)recvbuf + displs[me] * es;
+    if ((rc = check_overlap(sendbuf, count * es, recvbuf, ext * es, ip)) != FC_SUCCESS)
+        return rc;
+    struct coll_args a = args_of(comm, COLL_ALLGATHERV, count, dt, FC_SUM, 0, es, ip);
+    a.rcounts = recvcounts;
+    a.rdispls = displs;
+    return run(comm, &a, sendbuf, recvbuf, h);
+}
+
+fc_result_t fc_allgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                          const size_t *recvcounts, const size_t *displs, fc_datatype_t dt,
+                          fc_comm_t comm)
+{
+    return named("fc_allgatherv", do_allgatherv(sendbuf, recvbuf, sendcount, recvcounts, displs,
+                                                dt, comm, &BLOCKING));
+}
+
+fc_result_t fc_iallgatherv(const void *sendbuf, void *recvbuf, size_t sendcount,
+                           const size_t *recvcounts, const size_t *displs, fc_datatype_t dt,
+                           fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_iallgatherv", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_iallgatherv", do_allgatherv(sendbuf, recvbuf, sendcount, recvcounts, displs,
+                                                 dt, comm, NONBLOCKING(req)));
+}
+
+static fc_result_t do_alltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                                const size_t *sdispls, const size_t *recvcounts,
+                                const size_t *rdispls, fc_datatype_t dt, fc_comm_t comm,
+                                const struct how *h)
+{
+    fc_result_t rc;
+    size_t es = 1, sext = 0, rext = 0;
+    if ((rc = check_comm(comm)) != FC_SUCCESS ||
+        (rc = check_type(dt, &es)) != FC_SUCCESS ||
+        (rc = check_vec(sendcounts, sdispls, comm->size, es, "sendcounts", "sdispls", &sext)) !=
+            FC_SUCCESS ||
+        (rc = check_vec(recvcounts, rdispls, comm->size, es, "recvcounts", "rdispls", &rext)) !=
+            FC_SUCCESS)
+        return rc;
+    const int me = comm->rank;
+    if (sendcounts[me] != recvcounts[me])
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "sendcounts[%d] = %zu differs from recvcounts[%d] = %zu (what this rank "
+                      "sends itself)",
+                      me, sendcounts[me], me, recvcounts[me]);
+    if ((rc = check_buf(sendbuf, sext * es, es, "sendbuf")) != FC_SUCCESS ||
+        (rc = check_buf(recvbuf, rext * es, es, "recvbuf")) != FC_SUCCESS)
+        return rc;
+    if (sext && rext && sendbuf == recvbuf)
+        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                      "sendbuf and recvbuf are the same buffer: alltoallv has no in-place "
+                      "form; pass disjoint buffers");
+    if ((rc = check_overlap(sendbuf, sext * es, recvbuf, rext * es, 0)) != FC_SUCCESS)
+        return rc;
+    size_t total = 0;
+    for (int i = 0; i < comm->size; i++)
+        total += sendcounts[i];
+    struct coll_args a = args_of(comm, COLL_ALLTOALLV, total, dt, FC_SUM, 0, es, 0);
+    a.scounts = sendcounts;
+    a.sdispls = sdispls;
+    a.rcounts = recvcounts;
+    a.rdispls = rdispls;
+    return run(comm, &a, sendbuf, recvbuf, h);
+}
+
+fc_result_t fc_alltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                         const size_t *sdispls, const size_t *recvcounts, const size_t *rdispls,
+                         fc_datatype_t dt, fc_comm_t comm)
+{
+    return named("fc_alltoallv", do_alltoallv(sendbuf, recvbuf, sendcounts, sdispls, recvcounts,
+                                              rdispls, dt, comm, &BLOCKING));
+}
+
+fc_result_t fc_ialltoallv(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                          const size_t *sdispls, const size_t *recvcounts, const size_t *rdispls,
+                          fc_datatype_t dt, fc_comm_t comm, fc_request_t *req)
+{
+    if (!req)
+        return named("fc_ialltoallv", FC_ERR(FC_ERR_INVALID_ARGUMENT, "req is NULL"));
+    return named("fc_ialltoallv", do_alltoallv(sendbuf, recvbuf, sendcounts, sdispls, recvcounts,
+                                               rdispls, dt, comm, NONBLOCKING(req)));
+}
+
 static fc_result_t do_barrier(fc_comm_t comm, const struct how *h)
 {
     fc_result_t rc;
@@ -769,4 +900,22 @@ fc_result_t fc_scatter_stream(const void *sendbuf, void *recvbuf, size_t recvcou
 {
     return named("fc_scatter_stream",
                  do_scatter(sendbuf, recvbuf, recvcount, dt, root, comm, ON_STREAM(cuda_stream)));
+}
+
+fc_result_t fc_allgatherv_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                 const size_t *recvcounts, const size_t *displs, fc_datatype_t dt,
+                                 fc_comm_t comm, void *cuda_stream)
+{
+    return named("fc_allgatherv_stream", do_allgatherv(sendbuf, recvbuf, sendcount, recvcounts,
+                                                       displs, dt, comm, ON_STREAM(cuda_stream)));
+}
+
+fc_result_t fc_alltoallv_stream(const void *sendbuf, void *recvbuf, const size_t *sendcounts,
+                                const size_t *sdispls, const size_t *recvcounts,
+                                const size_t *rdispls, fc_datatype_t dt, fc_comm_t comm,
+                                void *cuda_stream)
+{
+    return named("fc_alltoallv_stream",
+                 do_alltoallv(sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls, dt, comm,
+                              ON_STREAM(cuda_stream)));
 }

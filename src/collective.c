@@ -15,7 +15,9 @@
 #include "comm.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "log.h"
 
@@ -32,8 +34,34 @@ static int coll_rooted(enum coll_kind k)
     return k == COLL_BCAST || k == COLL_REDUCE || k == COLL_GATHER || k == COLL_SCATTER;
 }
 
+/* An allgatherv's recvcounts, hashed (FNV-1a) to the 17 bits of the root
+ * field: every rank passes the same counts. */
+static uint64_t counts_hash(const size_t *c, int n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)c[i];
+        h *= 0x100000001b3ull;
+    }
+    return (h ^ (h >> 17) ^ (h >> 34) ^ (h >> 51)) & 0x1ffff;
+}
+
+/* An alltoallv pair's signature, the same on both sides of an agreeing
+ * pair: the count the lower rank sends the higher (55..28) and the count
+ * it gets back (27..0), each mod 2^28. Each side sends it and expects it,
+ * so both see a disagreement in either direction. */
+static uint64_t pair_signature(const struct coll_args *a, size_t lo_hi, size_t hi_lo)
+{
+    return (uint64_t)a->kind << 60 | ((uint64_t)a->dt & 0xf) << 56 |
+           ((uint64_t)lo_hi & 0xfffffffull) << 28 | ((uint64_t)hi_lo & 0xfffffffull);
+}
+
 static uint64_t coll_signature(const struct coll_args *a)
 {
+    if (a->kind == COLL_ALLGATHERV)
+        return (uint64_t)a->kind << 60 | ((uint64_t)a->dt & 0xf) << 56 |
+               counts_hash(a->rcounts, a->nranks) << 36 |
+               ((uint64_t)coll_v_sum(a->rcounts, a->nranks) & 0xfffffffffull);
     uint64_t op = coll_reduces(a->kind) ? (uint64_t)a->op : 0;
     uint64_t root = coll_rooted(a->kind) ? (uint64_t)a->root : 0;
     uint64_t count = a->kind == COLL_BARRIER ? 0 : (uint64_t)a->count;
@@ -52,6 +80,18 @@ static void coll_signature_desc(uint64_t sig, char *buf, size_t len)
         snprintf(buf, len, "barrier");
         return;
     }
+    if (k == COLL_ALLGATHERV || k == COLL_ALLTOALLV) {
+        const char *dt = reduce_dt_name((int)((sig >> 56) & 0xf));
+        unsigned long long cnt = sig & 0xfffffffffull;
+        if (k == COLL_ALLGATHERV)
+            snprintf(buf, len, "allgatherv of %llu x %s in all (recvcounts hashing to %#x)", cnt,
+                     dt, (unsigned)((sig >> 36) & 0x1ffff));
+        else
+            snprintf(buf, len, "alltoallv with %llu x %s from the lower rank of the two to the "
+                     "higher and %llu back", (unsigned long long)((sig >> 28) & 0xfffffffull), dt,
+                     (unsigned long long)(sig & 0xfffffffull));
+        return;
+    }
     int n = snprintf(buf, len, "%s of %llu x %s", coll_kind_name(k),
                      (unsigned long long)(sig & 0xfffffffffull),
                      reduce_dt_name((int)((sig >> 56) & 0xf)));
@@ -67,6 +107,10 @@ static void coll_signature_desc(uint64_t sig, char *buf, size_t len)
  * an agreeing call shares: the whole vector, or n blocks of count. */
 static size_t coll_message_bound(const struct coll_args *a)
 {
+    if (a->kind == COLL_ALLGATHERV)
+        return coll_v_sum(a->rcounts, a->nranks) * a->esize;
+    if (a->kind == COLL_ALLTOALLV) /* no bound every rank shares: always signed */
+        return SIZE_MAX;
     size_t v = a->count * a->esize;
     if (coll_blocked(a->kind))
         v *= (size_t)a->nranks;
@@ -78,6 +122,24 @@ static size_t coll_message_bound(const struct coll_args *a)
  * copies them through its inject buffers), and their collectives cost no
  * extra round. */
 #define SIGN_GATE_MIN 4096
+
+/* An alltoallv is signed pair by pair (each pair's two counts), with every
+ * other rank: a count of 0 on one side only must be found too. Its
+ * messages of up to SIGN_GATE_MIN go out beside the signatures, not after
+ * them; longer ones wait for the peer's. */
+static fc_result_t sign_pairs(struct sched *s, const struct coll_args *a)
+{
+    const int n = a->nranks;
+    uint64_t *v = malloc(sizeof(uint64_t) * (size_t)n);
+    if (!v)
+        return s->build_err = FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a signature");
+    for (int j = 0; j < n; j++)
+        v[j] = a->rank < j ? pair_signature(a, a->scounts[j], a->rcounts[j])
+                           : pair_signature(a, a->rcounts[j], a->scounts[j]);
+    fc_result_t rc = sched_sign_pairs(s, a->rank, 0, v, v, SIGN_GATE_MIN);
+    free(v);
+    return rc;
+}
 
 /* A request that has not run is freed under the family's lock: its
  * scratch is the family's, and the route's on_end (if any) runs then. */
@@ -151,13 +213,17 @@ static fc_result_t build_from(struct fc_comm *c, struct comm_call *call, const c
         r->s.algo_name = al->name;
         r->s.sig_desc = coll_signature_desc;
         rc = al->build(&r->s, a);
-        if (rc == FC_SUCCESS && coll_message_bound(a) > SIGN_GATE_MIN)
+        if (rc == FC_SUCCESS && a->kind == COLL_ALLTOALLV)
+            rc = sign_pairs(&r->s, a);
+        else if (rc == FC_SUCCESS && coll_message_bound(a) > SIGN_GATE_MIN)
             rc = sched_sign(&r->s, a->rank, coll_signature(a), SIGN_GATE_MIN);
         if (rc != FC_SUCCESS) {
             free_locked(c, r);
             return rc;
         }
         r->key = *a;
+        /* the user's counts are read only here */
+        r->key.scounts = r->key.sdispls = r->key.rcounts = r->key.rdispls = NULL;
         r->algo = al;
         if (al != chosen)
             why = "the memory route";

@@ -133,6 +133,12 @@ int sched_expect_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int 
 
 fc_result_t sched_sign(struct sched *s, int rank, uint64_t sig, size_t gate_min)
 {
+    return sched_sign_pairs(s, rank, sig, NULL, NULL, gate_min);
+}
+
+fc_result_t sched_sign_pairs(struct sched *s, int rank, uint64_t sig, const uint64_t *to,
+                             const uint64_t *from, size_t gate_min)
+{
     if (s->build_err != FC_SUCCESS || s->nranks <= 1)
         return s->build_err;
     /* the peers, in the order the builder first meets them; expect[peer]:
@@ -151,6 +157,13 @@ fc_result_t sched_sign(struct sched *s, int rank, uint64_t sig, size_t gate_min)
             k += 2;
         }
     }
+    /* per pair: every other rank, whether or not a message goes between
+     * them (a count that is 0 on one side only is a disagreement too) */
+    for (int r = 0; to && from && r < s->nranks; r++)
+        if (r != rank && expect[r] < 0) {
+            expect[r] = (int)k + 1;
+            k += 2;
+        }
     /* and the ranks next to this one: any disagreement then has two
      * neighbours that disagree, so at least two ranks name it, whatever
      * the algorithm's peers */
@@ -188,7 +201,7 @@ fc_result_t sched_sign(struct sched *s, int rank, uint64_t sig, size_t gate_min)
             st->peer = r;
             st->tag = 0;
             st->value = SV_SIGNATURE;
-            st->val = sig;
+            st->val = !to || !from ? sig : j == expect[r] ? from[r] : to[r];
         }
     }
     for (uint32_t i = k; i < n + k; i++)

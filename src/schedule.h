@@ -187,6 +187,12 @@ int sched_expect_value(struct sched *s, int peer, uint32_t tag, uint64_t v, int 
  * ranks of an agreeing call share, never from this rank's own steps.
  * Returns FC_SUCCESS or s->build_err. */
 fc_result_t sched_sign(struct sched *s, int rank, uint64_t sig, size_t gate_min);
+/* The same with a value per pair (the v-collectives, whose counts differ
+ * from peer to peer): to[r] is sent to rank r, from[r] expected from it,
+ * with every other rank (to or from NULL: sig with the schedule's peers, as
+ * sched_sign). */
+fc_result_t sched_sign_pairs(struct sched *s, int rank, uint64_t sig, const uint64_t *to,
+                             const uint64_t *from, size_t gate_min);
 int sched_reduce(struct sched *s, struct sched_buf dst, struct sched_buf a, struct sched_buf b,
                  size_t len);
 int sched_copy(struct sched *s, struct sched_buf dst, struct sched_buf src, size_t len);

@@ -230,7 +230,9 @@ fc_result_t gpu_stream_collective(struct fc_comm *c, const struct coll_args *a,
     /* refused before the call takes its sequence number, so that this rank
      * stays in step: the plain call on the same buffers may follow, and
      * joins the peers' stream-ordered call */
-    if (a->count > 0 && !gpu_on_device(sendbuf) && !gpu_on_device(recvbuf))
+    size_t moves = coll_is_v(a->kind) ? coll_region_bytes(a, 0) + coll_region_bytes(a, 1)
+                                      : a->count;
+    if (moves > 0 && !gpu_on_device(sendbuf) && !gpu_on_device(recvbuf))
         return FC_ERR(FC_ERR_INVALID_ARGUMENT,
                       "stream-ordered collectives take device buffers; these are host memory "
                       "(use the plain call)");

@@ -214,9 +214,24 @@ static void print_tuner(const char *prov, int n)
             /* bytes is the collective's total: per-rank counts for the
              * gather/scatter family */
             size_t count = (size_t)(bytes / 4);
-            if (coll_blocked(k))
+            if (coll_blocked(k) || coll_is_v(k))
                 count = count / (size_t)n ? count / (size_t)n : 1;
             a.count = k == COLL_BARRIER ? 0 : count;
+            /* the v-collectives: even counts (alltoallv's per pair: count / n) */
+            size_t *vc = NULL;
+            if (coll_is_v(k)) {
+                vc = malloc(2 * sizeof(size_t) * (size_t)n);
+                if (!vc)
+                    return;
+                size_t each = k == COLL_ALLTOALLV ? (count / (size_t)n ? count / (size_t)n : 1)
+                                                  : count;
+                for (int j = 0; j < n; j++) {
+                    vc[j] = each;
+                    vc[n + j] = (size_t)j * each;
+                }
+                a.scounts = a.rcounts = vc;
+                a.sdispls = a.rdispls = vc + n;
+            }
             double best_t = 0;
             const struct coll_algo *best = coll_select_by_cost(&t, &a, &best_t);
             const struct coll_algo *second = NULL;
@@ -238,6 +253,7 @@ static void print_tuner(const char *prov, int n)
                 snprintf(rup, sizeof(rup), "%s (%.3g us)", second->name, second_t * 1e6);
             printf("%-15s %10s  %-18s %9.3g us   %s\n", coll_kind_name(a.kind),
                    k == COLL_BARRIER ? "-" : b, best ? best->name : "?", best_t * 1e6, rup);
+            free(vc);
             if (k == COLL_BARRIER)
                 break;
         }

@@ -362,16 +362,36 @@ int main(int argc, char **argv)
                 if (k == COLL_BARRIER && bi > 0)
                     break;
                 size_t count = (size_t)(bytes[bi] / 4);
-                if (coll_blocked(k))
+                if (coll_blocked(k) || k == COLL_ALLGATHERV)
                     count = count / (size_t)n ? count / (size_t)n : 1;
                 struct coll_args a = {.kind = k, .rank = 0, .nranks = n, .root = 0,
                                       .count = k == COLL_BARRIER ? 0 : count,
                                       .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4,
                                       .node = node, .nnodes = node ? (int)nodes : 0};
+                /* the v-collectives: count per rank (per pair for alltoallv),
+                 * the same on every rank */
+                size_t *vc = NULL;
+                if (coll_is_v(k)) {
+                    vc = malloc(2 * sizeof(size_t) * (size_t)n);
+                    if (!vc) {
+                        fprintf(stderr, "fc_sim: out of memory\n");
+                        return 1;
+                    }
+                    if (k == COLL_ALLTOALLV) { /* count: per pair; a.count: per rank */
+                        count = count / (size_t)n ? count / (size_t)n : 1;
+                        a.count = count * (size_t)n;
+                    }
+                    for (int j = 0; j < n; j++) {
+                        vc[j] = count;
+                        vc[n + j] = (size_t)j * count;
+                    }
+                    a.scounts = a.rcounts = vc;
+                    a.sdispls = a.rdispls = vc + n;
+                }
                 const struct coll_algo *pick = coll_select_by_cost(&tun, &a, NULL);
                 if (!csv) {
                     char b[32];
-                    log_fmt_bytes((double)count * 4 * (coll_blocked(k) ? n : 1),
+                    log_fmt_bytes((double)count * 4 * (coll_blocked(k) || coll_is_v(k) ? n : 1),
                               b, sizeof(b));
                     printf("\n%s, %d ranks, %s%s\n", coll_kind_name(k), n,
                            k == COLL_BARRIER ? "" : b,
@@ -404,7 +424,7 @@ int main(int argc, char **argv)
                     if (csv)
                         printf("%s,%d,%.0f,%s,%.6g,%s%.6g,%" PRIu64 ",%" PRIu64 ",%" PRIu64
                                ",%d\n", coll_kind_name(k), n,
-                               (double)count * 4 * (coll_blocked(k) ? n : 1),
+                               (double)count * 4 * (coll_blocked(k) || coll_is_v(k) ? n : 1),
                                al->name, model * 1e6, bad ? "error:" : "", s.end * 1e6, mx_msgs,
                                mx_sent, s.nsteps, al == pick);
                     else
@@ -414,6 +434,7 @@ int main(int argc, char **argv)
                     fflush(stdout);
                     sim_free(&s);
                 }
+                free(vc);
             }
     free(node);
     return errors ? 1 : 0;

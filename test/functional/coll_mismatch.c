@@ -32,7 +32,7 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-enum kind { K_ALLREDUCE, K_BCAST, K_REDUCE, K_ALLGATHER };
+enum kind { K_ALLREDUCE, K_BCAST, K_REDUCE, K_ALLGATHER, K_ALLGATHERV, K_ALLTOALLV };
 struct call {
     enum kind kind;
     size_t count;
@@ -41,9 +41,36 @@ struct call {
     int root;
 };
 
+/* The v-collectives: count elements from and to every rank, except that
+ * the call's `root` names a rank whose block is count * 3 / 2 + 3 instead
+ * (allgatherv: in every rank's recvcounts; alltoallv: what this rank sends
+ * it), -1: none. */
+static size_t vc[4096], vd[4096];
+static fc_result_t do_v(const struct call *c, void *buf, void *out, fc_comm_t comm)
+{
+    const int n = fc_comm_size(comm), me = fc_comm_rank(comm);
+    if (n < 1 || n > 4096)
+        return FC_ERR_INTERNAL;
+    size_t at = 0;
+    for (int j = 0; j < n; j++) {
+        vc[j] = j == c->root ? c->count * 3 / 2 + 3 : c->count;
+        vd[j] = at;
+        at += vc[j] > c->count ? vc[j] : c->count;
+    }
+    if (c->kind == K_ALLGATHERV)
+        return fc_allgatherv(buf, out, vc[me], vc, vd, c->dt, comm);
+    static size_t rc[4096];
+    for (int j = 0; j < n; j++)
+        rc[j] = j == me ? vc[j] : c->count;
+    return fc_alltoallv(buf, out, vc, vd, rc, vd, c->dt, comm);
+}
+
 static fc_result_t do_call(const struct call *c, void *buf, void *out, fc_comm_t comm)
 {
     switch (c->kind) {
+    case K_ALLGATHERV:
+    case K_ALLTOALLV:
+        return do_v(c, buf, out, comm);
     case K_ALLREDUCE:
         return fc_allreduce(buf, out, c->count, c->dt, c->op, comm);
     case K_BCAST:
@@ -148,6 +175,14 @@ int main(void)
     one_case(&t, "reduce_root", rd, x, "root");
     x = ar, x.kind = K_BCAST;
     one_case(&t, "collective", ar, x, "bcast");
+    /* allgatherv: the last rank believes rank 0's block is longer; alltoallv:
+     * it sends rank 0 more than rank 0 expects */
+    struct call agv = {K_ALLGATHERV, n / 4, FC_FLOAT32, FC_SUM, -1};
+    x = agv, x.root = 0;
+    one_case(&t, "allgatherv_counts", agv, x, "recvcounts");
+    struct call a2av = {K_ALLTOALLV, n / 4, FC_FLOAT32, FC_SUM, -1};
+    x = a2av, x.root = 0;
+    one_case(&t, "alltoallv_counts", a2av, x, "alltoallv with");
 
     /* the job's communicator still works, and nothing was left in flight */
     float v = 1.0f, s = 0.0f;

@@ -316,3 +316,169 @@ out:
     free(acc);
     return ret;
 }
+
+/* ---- the v-collectives -------------------------------------------------- */
+
+/* Displacements of n blocks of counts c[0 .. n) (stride: the step between
+ * counts in c): packed in order, or in reverse order with a gap of one
+ * element before each; returns the extent. */
+static size_t v_layout(const size_t *c, size_t stride, int n, int layout, size_t *d)
+{
+    size_t at = 0;
+    for (int k = 0; k < n; k++) {
+        int j = layout ? n - 1 - k : k;
+        at += layout ? 1 : 0;
+        d[j] = at;
+        at += c[(size_t)j * stride];
+    }
+    return at;
+}
+
+int check_vcoll(const struct coll_algo *al, const struct check_vcase *c, char *err, size_t errlen)
+{
+    const int n = c->nranks, a2a = c->kind == COLL_ALLTOALLV;
+    const size_t es = fc_datatype_size(c->dt), nn = (size_t)n * (size_t)n;
+    const int poison = 0x5a;
+    int ret = 1;
+    /* allgatherv: rcounts = counts, rdispls = rd[0 .. n); alltoallv: n x n
+     * rows of scounts (counts), sdispls (sd), rcounts (rc), rdispls (rd) */
+    size_t *sd = calloc(nn, sizeof(size_t)), *rc = calloc(nn, sizeof(size_t));
+    size_t *rd = calloc(nn, sizeof(size_t));
+    size_t *sext = calloc((size_t)n, sizeof(size_t)), *rext = calloc((size_t)n, sizeof(size_t));
+    char **sendb = calloc((size_t)n, sizeof(char *)), **recvb = calloc((size_t)n, sizeof(char *));
+    char **sown = calloc((size_t)n, sizeof(char *)), **rown = calloc((size_t)n, sizeof(char *));
+    char **input = calloc((size_t)n, sizeof(char *));
+    char *expect = NULL;
+    if (!sd || !rc || !rd || !sext || !rext || !sendb || !recvb || !sown || !rown || !input) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    size_t maxr = 0;
+    for (int i = 0; i < n; i++) {
+        size_t *row = rd + (size_t)i * (size_t)n;
+        if (a2a) {
+            for (int j = 0; j < n; j++)
+                rc[(size_t)i * (size_t)n + (size_t)j] =
+                    c->counts[(size_t)j * (size_t)n + (size_t)i];
+            sext[i] = v_layout(c->counts + (size_t)i * (size_t)n, 1, n, c->layout,
+                               sd + (size_t)i * (size_t)n);
+            rext[i] = v_layout(rc + (size_t)i * (size_t)n, 1, n, !c->layout, row);
+        } else {
+            rext[i] = v_layout(c->counts, 1, n, c->layout, row);
+            sext[i] = c->counts[i];
+        }
+        maxr = rext[i] > maxr ? rext[i] : maxr;
+    }
+    expect = malloc(maxr * es + 64);
+    if (!expect) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        input[r] = malloc(sext[r] * es + 64);
+        rown[r] = gmalloc(rext[r] * es, 2 * (unsigned)r + 1);
+        if (!input[r] || !rown[r]) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        h_fill(input[r], c->dt, FC_MIN, r, n, 0, sext[r]);
+        memset(rown[r], poison, rext[r] * es);
+        recvb[r] = rown[r];
+        if (!a2a && c->in_place) {
+            sendb[r] = recvb[r] + rd[r] * es;
+        } else {
+            sown[r] = gmalloc(sext[r] * es, 2 * (unsigned)r + 2);
+            if (!sown[r]) {
+                snprintf(err, errlen, "out of memory");
+                goto out;
+            }
+            sendb[r] = sown[r];
+        }
+        memcpy(sendb[r], input[r], sext[r] * es);
+    }
+    struct coll_args tmpl = {.kind = c->kind,
+                             .nranks = n,
+                             .dt = c->dt,
+                             .op = FC_SUM,
+                             .esize = es,
+                             .in_place = !a2a && c->in_place};
+    if (a2a) {
+        tmpl.scounts = c->counts;
+        tmpl.sdispls = sd;
+        tmpl.rcounts = rc;
+        tmpl.rdispls = rd;
+    } else {
+        tmpl.rcounts = c->counts;
+        tmpl.rdispls = rd;
+    }
+    char herr[512];
+    if (h_run(al, &tmpl, (void **)sendb, (void **)recvb, &c->opts, herr, sizeof(herr)) !=
+        FC_SUCCESS) {
+        snprintf(err, errlen, "run failed: %s", herr);
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        /* gaps keep the poison; every block holds its sender's data */
+        memset(expect, poison, rext[r] * es);
+        for (int j = 0; j < n; j++) {
+            size_t at, cnt;
+            const char *from;
+            if (a2a) {
+                at = rd[(size_t)r * (size_t)n + (size_t)j];
+                cnt = rc[(size_t)r * (size_t)n + (size_t)j];
+                from = input[j] + sd[(size_t)j * (size_t)n + (size_t)r] * es;
+            } else {
+                at = rd[j];
+                cnt = c->counts[j];
+                from = input[j];
+            }
+            if (cnt)
+                memcpy(expect + at * es, from, cnt * es);
+        }
+        int d = first_diff(recvb[r], expect, rext[r], es);
+        if (d >= 0) {
+            unsigned long long gv = 0, ev = 0;
+            memcpy(&gv, recvb[r] + (size_t)d * es, es);
+            memcpy(&ev, expect + (size_t)d * es, es);
+            snprintf(err, errlen, "rank %d element %d of %zu: got 0x%llx expected 0x%llx", r, d,
+                     rext[r], gv, ev);
+            goto out;
+        }
+        for (int w = 0; w < 2; w++) {
+            const char *p = w ? sown[r] : rown[r];
+            size_t len = (w ? sext[r] : rext[r]) * es;
+            int ok;
+            long at = p ? gcheck(p, len, (unsigned)(2 * r + w + 1), &ok) : 0;
+            if (p && !ok) {
+                snprintf(err, errlen,
+                         "rank %d: the guard %s its %zu-byte %s buffer was written "
+                         "at byte %ld",
+                         r, at < 0 ? "before" : "after", len, w ? "send" : "recv", at);
+                goto out;
+            }
+        }
+        if (sown[r] && memcmp(sown[r], input[r], sext[r] * es) != 0) {
+            snprintf(err, errlen, "rank %d: the send buffer was modified", r);
+            goto out;
+        }
+    }
+    ret = 0;
+out:
+    for (int r = 0; r < n && input && sown && rown; r++) {
+        free(input[r]);
+        gfree(sown[r]);
+        gfree(rown[r]);
+    }
+    free(sd);
+    free(rc);
+    free(rd);
+    free(sext);
+    free(rext);
+    free(sendb);
+    free(recvb);
+    free(sown);
+    free(rown);
+    free(input);
+    free(expect);
+    return ret;
+}

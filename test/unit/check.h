@@ -26,4 +26,19 @@ struct check_case {
 /* Returns 0 when correct; else writes what went wrong into err. */
 int check_coll(const struct coll_algo *al, const struct check_case *c, char *err, size_t errlen);
 
+/* The v-collectives: counts are allgatherv's n recvcounts, or alltoallv's
+ * n x n matrix (counts[i * n + j]: what rank i sends rank j). Displacements
+ * are made here: packed in rank order (layout 0), or in reverse order with
+ * a gap of an element before each block (layout 1; alltoallv: the receive
+ * side takes the other layout). Gaps must keep what was there. */
+struct check_vcase {
+    enum coll_kind kind;
+    int nranks, in_place, layout;
+    const size_t *counts;
+    fc_datatype_t dt;
+    struct h_opts opts;
+};
+int check_vcoll(const struct coll_algo *al, const struct check_vcase *c, char *err,
+                size_t errlen);
+
 #endif

@@ -27,6 +27,15 @@ fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void
     for (int r = 0; r < n; r++) {
         struct coll_args a = *tmpl;
         a.rank = r;
+        if (a.kind == COLL_ALLTOALLV) { /* rank r's row of each n x n matrix */
+            a.scounts += (size_t)r * (size_t)n;
+            a.sdispls += (size_t)r * (size_t)n;
+            a.rcounts += (size_t)r * (size_t)n;
+            a.rdispls += (size_t)r * (size_t)n;
+            a.count = coll_v_sum(a.scounts, n);
+        } else if (a.kind == COLL_ALLGATHERV) {
+            a.count = a.rcounts[r];
+        }
         /* in place is the root's business only for reduce and bcast */
         if ((a.kind == COLL_REDUCE || a.kind == COLL_BCAST) && r != a.root)
             a.in_place = 0;

@@ -15,7 +15,9 @@ struct h_opts {
     int ordered_sends; /* sends complete in posting order (libfabric 1.17 shm) */
 };
 
-/* Builds al for every rank (tmpl with .rank set) and runs them. send[r] and
+/* Builds al for every rank (tmpl with .rank set) and runs them. For
+ * alltoallv tmpl's four arrays are n x n matrices, row r rank r's (and
+ * count is set from them); for allgatherv count is set from rcounts. send[r] and
  * recv[r] are rank r's buffers. Returns FC_SUCCESS or the first error, with
  * a message in err. */
 fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void **send,

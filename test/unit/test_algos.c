@@ -597,6 +597,22 @@ Test(algos, region_bytes_bound_every_step, .timeout = 300)
                                               .root = (ci * 3 + ip) % n,
                                               .count = counts_for(n, ci), .dt = FC_INT32,
                                               .op = FC_SUM, .esize = 4, .in_place = ip};
+                        /* the v-collectives: uneven counts, some 0, packed
+                         * (alltoallv: a symmetric matrix, so one row serves
+                         * as both) */
+                        size_t vc[64], vd[64];
+                        if (coll_is_v(al->kind)) {
+                            size_t at = 0;
+                            for (int j = 0; j < n; j++) {
+                                int m = al->kind == COLL_ALLTOALLV ? j + rank : j;
+                                vc[j] = (m * 7 + ci) % 5 == 0 ? 0 : counts_for(n, ci) + (size_t)m;
+                                vd[j] = at;
+                                at += vc[j];
+                            }
+                            a.scounts = a.rcounts = vc;
+                            a.sdispls = a.rdispls = vd;
+                            a.count = al->kind == COLL_ALLTOALLV ? at : vc[rank];
+                        }
                         if (!al->check(&a))
                             continue;
                         size_t lim[R_NREGIONS] = {0};
@@ -616,3 +632,130 @@ Test(algos, region_bytes_bound_every_step, .timeout = 300)
                     }
     }
 }
+
+/* ---- the v-collectives ---------------------------------------------------
+ * Every algorithm at 1..33 and 64 ranks over count patterns that users
+ * have: even, all 0, one rank 1000x the others with most counts 0, sparse
+ * random, a single nonzero block (first rank, last rank); packed and
+ * reversed-with-gaps displacements; in place (allgatherv); every datatype
+ * on two patterns; one chunk and many, shuffled, sends in posting order,
+ * local steps late. Every element checked, gaps and guards intact. */
+static const char *const vpat_name[] = {"even", "zero", "skewed", "sparse", "first", "last"};
+#define NVPAT 6
+
+/* Pattern p's count of block b (allgatherv: rank b's; alltoallv: b = i*n+j). */
+static size_t vpat(int p, int n, size_t b, unsigned seed, int a2a)
+{
+    switch (p) {
+    case 0: return 3;
+    case 1: return 0;
+    case 2: { /* rank n/2's blocks 1000x, a few others 1, the rest 0 */
+        size_t heavy = (size_t)(n / 2);
+        size_t who = a2a ? b / (size_t)n : b;
+        if (who == heavy)
+            return 1000;
+        return (b * 2654435761u + seed) % 5 == 0 ? 1 : 0;
+    }
+    case 3: { /* about half 0, the rest 1 .. 40 */
+        unsigned x = (unsigned)(b * 2654435761u) ^ seed * 40503u;
+        x ^= x >> 13;
+        x *= 0x5bd1e995u;
+        x ^= x >> 15;
+        return x % 2 ? 0 : 1 + x % 40;
+    }
+    case 4: return b == 0 ? 777 : 0;
+    default: return 0;
+    }
+}
+
+static void vcoll_sweep(const char *kind_name, const char *algo)
+{
+    int k = coll_kind_from_name(kind_name, strlen(kind_name));
+    const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
+    cr_assert_not_null(al, "no algorithm %s/%s", kind_name, algo);
+    const int a2a = al->kind == COLL_ALLTOALLV;
+    static const int ns[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
+                             18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 64};
+    size_t *counts = malloc(sizeof(size_t) * 64 * 64);
+    cr_assert_not_null(counts);
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+        const int n = ns[ni];
+        const size_t nb = a2a ? (size_t)n * (size_t)n : (size_t)n;
+        for (int p = 0; p < NVPAT; p++) {
+            for (size_t b = 0; b < nb; b++)
+                counts[b] = vpat(p, n, b, (unsigned)n, a2a);
+            if (p == 5) /* only the last block */
+                counts[nb - 1] = 555;
+            for (size_t di = 0; di < 10; di++) {
+                /* every type on even and sparse counts at small n; else
+                 * float32, int8 and float64 */
+                if (!(di == 8 || di == 0 || di == 9) && (n > 9 || (p != 0 && p != 3)))
+                    continue;
+                for (int ip = 0; ip < (a2a ? 1 : 2); ip++)
+                    for (int lay = 0; lay < 2; lay++) {
+                        struct check_vcase c = {.kind = al->kind, .nranks = n, .in_place = ip,
+                                                .layout = lay, .counts = counts,
+                                                .dt = all_dt[di]};
+                        struct h_opts opts[4] = {
+                            {.chunk = 0, .window = 2, .seed = 0},
+                            {.chunk = 64, .window = 3, .seed = (unsigned)(n * 31 + p + 1)},
+                            {.chunk = 64, .window = 2, .ordered_sends = 1},
+                            {.chunk = 128, .window = 2, .seed = (unsigned)(n * 7 + p + 3),
+                             .async_local = 1},
+                        };
+                        for (int o = 0; o < 4; o++) {
+                            if (o >= 2 && (n > 9 || di != 8))
+                                continue;
+                            c.opts = opts[o];
+                            char err[600];
+                            int bad = check_vcoll(al, &c, err, sizeof(err));
+                            cr_assert(!bad,
+                                      "%s/%s n=%d counts %s dt=%s in_place=%d layout=%d "
+                                      "chunk=%zu window=%d seed=%u ordered_sends=%d "
+                                      "async_local=%d: %s",
+                                      kind_name, algo, n, vpat_name[p], reduce_dt_name(c.dt), ip,
+                                      lay, c.opts.chunk, c.opts.window, c.opts.seed,
+                                      c.opts.ordered_sends, c.opts.async_local, err);
+                        }
+                    }
+            }
+        }
+    }
+    free(counts);
+}
+
+Test(allgatherv, ring_sweep, .timeout = 300) { vcoll_sweep("allgatherv", "ring"); }
+Test(allgatherv, bruck_sweep, .timeout = 300) { vcoll_sweep("allgatherv", "bruck"); }
+Test(alltoallv, pairwise_sweep, .timeout = 300) { vcoll_sweep("alltoallv", "pairwise"); }
+
+/* The same counts, two rank counts far apart: 128 and 1000 ranks, skewed
+ * and sparse (allgatherv; alltoallv's n x n matrix at 128 only). */
+static void vcoll_big(const char *kind_name, const char *algo)
+{
+    int k = coll_kind_from_name(kind_name, strlen(kind_name));
+    const struct coll_algo *al = coll_algo_find((enum coll_kind)k, algo, strlen(algo));
+    cr_assert_not_null(al);
+    const int a2a = al->kind == COLL_ALLTOALLV;
+    static const int ns[] = {128, 1000};
+    for (int ni = 0; ni < (a2a ? 1 : 2); ni++) {
+        const int n = ns[ni];
+        const size_t nb = a2a ? (size_t)n * (size_t)n : (size_t)n;
+        size_t *counts = malloc(sizeof(size_t) * nb);
+        cr_assert_not_null(counts);
+        for (int p = 2; p <= 3; p++) {
+            for (size_t b = 0; b < nb; b++)
+                counts[b] = vpat(p, n, b, 99u, a2a);
+            struct check_vcase c = {.kind = al->kind, .nranks = n, .layout = p == 3,
+                                    .counts = counts, .dt = FC_FLOAT32,
+                                    .opts = {.chunk = 256, .window = 2, .seed = (unsigned)p}};
+            char err[600];
+            int bad = check_vcoll(al, &c, err, sizeof(err));
+            cr_assert(!bad, "%s/%s n=%d counts %s: %s", kind_name, algo, n, vpat_name[p], err);
+        }
+        free(counts);
+    }
+}
+
+Test(allgatherv, ring_big, .timeout = 300) { vcoll_big("allgatherv", "ring"); }
+Test(allgatherv, bruck_big, .timeout = 300) { vcoll_big("allgatherv", "bruck"); }
+Test(alltoallv, pairwise_big, .timeout = 300) { vcoll_big("alltoallv", "pairwise"); }
