@@ -38,7 +38,10 @@ static const char usage[] =
     "Sweeps message sizes for fabcoll collectives and prints, per size, the\n"
     "time per call and the algorithm and bus bandwidths as nccl-tests defines\n"
     "them (algbw = size / time; busbw = algbw x 2(n-1)/n for allreduce, (n-1)/n\n"
-    "for allgather, reduce_scatter and alltoall, 1 for broadcast and reduce).\n"
+    "for allgather, reduce_scatter, alltoall, gather, scatter, allgatherv and\n"
+    "alltoallv, 1 for broadcast and reduce). SIZE is the whole vector: for the\n"
+    "blocked collectives n blocks of SIZE/n; allgatherv and alltoallv take even\n"
+    "counts (as OSU's osu_allgatherv and osu_alltoallv).\n"
     "\n"
     "Time, by default as nccl-tests measures it: per size, the warm-up calls\n"
     "and a warm-up barrier, then a barrier and N calls back to back timed as\n"
@@ -53,7 +56,8 @@ static const char usage[] =
     "Options:\n"
     "  -C, --coll LIST       collectives, comma separated (default allreduce):\n"
     "                        allreduce bcast reduce allgather reduce_scatter\n"
-    "                        alltoall barrier, or 'all'\n"
+    "                        alltoall barrier gather scatter allgatherv alltoallv,\n"
+    "                        or 'all'\n"
     "  -b, --minbytes SIZE   smallest size (default 8; K/M/G suffixes)\n"
     "  -e, --maxbytes SIZE   largest size (default 32M)\n"
     "  -f, --stepfactor F    multiply the size by F each step (default 2)\n"
@@ -161,7 +165,11 @@ static double bus_factor(enum perf_coll c, int n)
     case ALLREDUCE: return n > 1 ? 2.0 * (n - 1) / n : 0;
     case ALLGATHER:
     case REDUCE_SCATTER:
-    case ALLTOALL: return n > 1 ? (double)(n - 1) / n : 0;
+    case ALLTOALL:
+    case GATHER:
+    case SCATTER:
+    case ALLGATHERV:
+    case ALLTOALLV: return n > 1 ? (double)(n - 1) / n : 0;
     case BCAST:
     case REDUCE: return 1;
     default: return 0;
@@ -363,6 +371,11 @@ int main(int argc, char **argv)
                 o.colls[o.ncolls++] = k;
         }
     }
+    for (int k = 0; k < o.ncolls && o.inplace; k++)
+        if (o.colls[k] == ALLTOALLV) {
+            fprintf(stderr, "fc_perf: -I: alltoallv has no in-place form\n");
+            return 2;
+        }
     for (int k = 0; k < o.ncolls && o.stream; k++)
         if (o.colls[k] == ALLTOALL || o.colls[k] == BARRIER) {
             fprintf(stderr, "fc_perf: -S: %s has no stream-ordered twin\n",
@@ -465,13 +478,11 @@ int main(int argc, char **argv)
         }
         for (size_t bytes = o.minb; bytes <= o.maxb;) {
             size_t count = bytes / es;
-            if (c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL)
+            if (perf_blocked(c))
                 count /= (size_t)n;
             if (c == BARRIER)
                 count = 0;
-            size_t real = c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL
-                              ? count * (size_t)n * es
-                              : count * es;
+            size_t real = perf_blocked(c) ? count * (size_t)n * es : count * es;
             struct perf_timing tm;
             long wrong;
             if (perf_measure(c, count, real, sb, rb, &o, comm, rank, n, times, &tm, &wrong))
@@ -480,7 +491,8 @@ int main(int argc, char **argv)
             double algbw = tm.time > 0 ? (double)real / tm.time / 1e9 : 0;
             double busbw = algbw * bus_factor(c, n);
             if (rank == 0) {
-                const char *rootstr = (c == BCAST || c == REDUCE) ? "" : "-";
+                const char *rootstr =
+                    (c == BCAST || c == REDUCE || c == GATHER || c == SCATTER) ? "" : "-";
                 char rootbuf[16];
                 snprintf(rootbuf, sizeof(rootbuf), "%d", o.root);
                 if (*rootstr == '\0')

@@ -12,7 +12,17 @@
 #include <fabcoll.h>
 #include <stddef.h>
 
-enum perf_coll { ALLREDUCE, BCAST, REDUCE, ALLGATHER, REDUCE_SCATTER, ALLTOALL, BARRIER, NCOLL };
+enum perf_coll {
+    ALLREDUCE, BCAST, REDUCE, ALLGATHER, REDUCE_SCATTER, ALLTOALL, BARRIER,
+    GATHER, SCATTER, ALLGATHERV, ALLTOALLV, NCOLL
+};
+/* Collectives whose count is one rank's block of n (the v-collectives with
+ * even counts, as OSU's osu_allgatherv and osu_alltoallv measure them). */
+static inline int perf_blocked(enum perf_coll c)
+{
+    return c == ALLGATHER || c == REDUCE_SCATTER || c == ALLTOALL || c == GATHER ||
+           c == SCATTER || c == ALLGATHERV || c == ALLTOALLV;
+}
 extern const char *const perf_coll_names[NCOLL];
 extern const char *const perf_dt_names[10];
 extern const char *const perf_op_names[5];

@@ -16,8 +16,9 @@
 
 #include "gpu_util.h"
 
-const char *const perf_coll_names[NCOLL] = {"allreduce",      "bcast",    "reduce", "allgather",
-                                            "reduce_scatter", "alltoall", "barrier"};
+const char *const perf_coll_names[NCOLL] = {
+    "allreduce", "bcast",  "reduce",  "allgather",  "reduce_scatter", "alltoall",
+    "barrier",   "gather", "scatter", "allgatherv", "alltoallv"};
 const char *const perf_dt_names[10] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
                                        "uint64", "float16", "bfloat16", "float32", "float64"};
 const char *const perf_op_names[5] = {"sum", "prod", "min", "max", "avg"};
@@ -121,14 +122,48 @@ fc_result_t perf_run_once(enum perf_coll c, void *sb, void *rb, size_t count,
     return rc;
 }
 
+/* The v-collectives' counts and displacements: count per rank, packed. */
+static size_t *vcounts, *vdispls;
+static int vn;
+static size_t vcount = (size_t)-1;
+
+static int v_arrays(size_t count, int n)
+{
+    if (n != vn) {
+        free(vcounts);
+        free(vdispls);
+        vcounts = malloc(sizeof(size_t) * (size_t)n);
+        vdispls = malloc(sizeof(size_t) * (size_t)n);
+        if (!vcounts || !vdispls)
+            return -1;
+        vn = n;
+        vcount = (size_t)-1;
+    }
+    if (count != vcount)
+        for (int j = 0; j < n; j++) {
+            vcounts[j] = count;
+            vdispls[j] = (size_t)j * count;
+        }
+    vcount = count;
+    return 0;
+}
+
 static fc_result_t run_call(enum perf_coll c, void *sb, void *rb, size_t count,
                             const struct perf_opts *o, fc_comm_t comm, int rank, int n)
 {
+    if ((c == ALLGATHERV || c == ALLTOALLV) && v_arrays(count, n))
+        return FC_ERR_NO_MEMORY;
     void *s = o->inplace ? rb : sb, *st = perf_stream;
     const size_t mine = (size_t)rank * count * fc_datatype_size(o->dt);
     void *ag_send = o->inplace ? (char *)rb + mine : sb; /* allgather's block */
     void *rs_recv = o->inplace ? (char *)sb + mine : rb; /* reduce_scatter's */
     void *root_send = rank == o->root ? s : NULL;
+    const size_t rootblk = (size_t)o->root * count * fc_datatype_size(o->dt);
+    /* gather and scatter in place at the root: its block of the n-block buffer */
+    void *g_send = o->inplace && rank == o->root ? (char *)rb + rootblk : sb;
+    void *g_recv = rank == o->root ? rb : NULL;
+    void *sc_recv = o->inplace && rank == o->root ? (char *)sb + rootblk : rb;
+    void *sc_send = rank == o->root ? sb : NULL;
     fc_result_t rc;
     switch (c) {
     case ALLREDUCE:
@@ -153,6 +188,24 @@ static fc_result_t run_call(enum perf_coll c, void *sb, void *rb, size_t count,
         break;
     case ALLTOALL: return fc_alltoall(s, rb, count, o->dt, comm); /* -S refuses these two */
     case BARRIER: return fc_barrier(comm);
+    case GATHER:
+        rc = o->stream ? fc_gather_stream(g_send, g_recv, count, o->dt, o->root, comm, st)
+                       : fc_gather(g_send, g_recv, count, o->dt, o->root, comm);
+        break;
+    case SCATTER:
+        rc = o->stream ? fc_scatter_stream(sc_send, sc_recv, count, o->dt, o->root, comm, st)
+                       : fc_scatter(sc_send, sc_recv, count, o->dt, o->root, comm);
+        break;
+    case ALLGATHERV:
+        rc = o->stream ? fc_allgatherv_stream(ag_send, rb, count, vcounts, vdispls, o->dt, comm,
+                                              st)
+                       : fc_allgatherv(ag_send, rb, count, vcounts, vdispls, o->dt, comm);
+        break;
+    case ALLTOALLV: /* no in-place form: -i is refused for it */
+        rc = o->stream ? fc_alltoallv_stream(sb, rb, vcounts, vdispls, vcounts, vdispls, o->dt,
+                                             comm, st)
+                       : fc_alltoallv(sb, rb, vcounts, vdispls, vcounts, vdispls, o->dt, comm);
+        break;
     default: return FC_ERR_INVALID_ARGUMENT;
     }
     return rc;
@@ -196,21 +249,26 @@ static long check_host(enum perf_coll c, char *sb, char *rb, size_t count,
                        const struct perf_opts *o, fc_comm_t comm, int rank, int n)
 {
     size_t es = fc_datatype_size(o->dt);
+    const int root = rank == o->root;
+    const int a2a = c == ALLTOALL || c == ALLTOALLV, ag = c == ALLGATHER || c == ALLGATHERV;
     size_t ns = count, nr = count;
-    if (c == ALLGATHER)
+    if (ag || c == GATHER)
         nr = count * (size_t)n;
-    if (c == REDUCE_SCATTER || c == ALLTOALL)
+    if (c == REDUCE_SCATTER || a2a || c == SCATTER)
         ns = count * (size_t)n;
-    if (c == ALLTOALL)
+    if (a2a)
         nr = ns;
     char *src = sb;
     if (o->inplace)
-        src = (c == ALLGATHER) ? rb + (size_t)rank * count * es : (c == REDUCE_SCATTER ? sb : rb);
-    if (o->check != 3)
+        src = ag ? rb + (size_t)rank * count * es
+              : c == REDUCE_SCATTER || c == SCATTER ? sb
+              : c == GATHER ? (root ? rb + (size_t)o->root * count * es : sb)
+                            : rb;
+    if (o->check != 3 && (c != SCATTER || root))
         for (size_t i = 0; i < ns; i++)
             store(src, i, o->dt,
-                  c == ALLTOALL ? (double)((rank * 7 + (int)i) % 100)
-                                : input(c == BCAST ? o->root : rank, i));
+                  a2a || c == SCATTER ? (double)((rank * 7 + (int)i) % 100)
+                                      : input(c == BCAST ? o->root : rank, i));
     if (o->check == 2)
         return 0;
     if (o->check != 3 && perf_run_once(c, sb, rb, count, o, comm, rank, n) != FC_SUCCESS)
@@ -218,12 +276,14 @@ static long check_host(enum perf_coll c, char *sb, char *rb, size_t count,
     const char *res = rb;
     if (c == REDUCE_SCATTER && o->inplace)
         res = sb + (size_t)rank * count * es;
-    if (c == REDUCE && rank != o->root)
+    if (c == SCATTER && o->inplace && root)
+        res = sb + (size_t)o->root * count * es;
+    if ((c == REDUCE || c == GATHER) && !root)
         return 0;
     if (c == BARRIER)
         return 0;
     long wrong = 0;
-    size_t checkn = c == REDUCE_SCATTER ? count : nr;
+    size_t checkn = c == REDUCE_SCATTER || c == SCATTER ? count : nr;
     for (size_t i = 0; i < checkn; i++) {
         double e;
         switch (c) {
@@ -231,7 +291,11 @@ static long check_host(enum perf_coll c, char *sb, char *rb, size_t count,
         case REDUCE: e = reduced(o->op, n, i); break;
         case REDUCE_SCATTER: e = reduced(o->op, n, (size_t)rank * count + i); break;
         case BCAST: e = input(o->root, i); break;
-        case ALLGATHER: e = input((int)(i / count), i % count); break;
+        case ALLGATHER:
+        case ALLGATHERV:
+        case GATHER: e = input((int)(i / count), i % count); break;
+        case SCATTER: e = (double)((o->root * 7 + (int)((size_t)rank * count + i)) % 100); break;
+        case ALLTOALLV:
         case ALLTOALL: {
             size_t from = i / count, k = i % count;
             e = (double)(((int)from * 7 + (int)((size_t)rank * count + k)) % 100);
