@@ -3,7 +3,8 @@
 #
 # fabtests-style runner for fabcoll's functional tests.
 #
-#   run.sh [-p PROVIDER] [-n RANKS] [-l LAUNCHER] [-t SECONDS] [-x VAR=VALUE]... [TEST...]
+#   run.sh [-p PROVIDER] [-n RANKS] [-l LAUNCHER] [-t SECONDS] [-x VAR=VALUE]...
+#          [-e TEST]... [TEST...]
 #
 # Runs each test (default: all) as a real multi-process job and prints one
 # line per test, then "N passed, N failed, N skipped". Exit status 0 when
@@ -16,6 +17,7 @@
 #                 srun-pmi2, mpirun
 #   -t SECONDS    wall-clock limit per test (default 180)
 #   -x VAR=VALUE  extra environment for the ranks (repeatable)
+#   -e TEST       leave TEST out (repeatable; for runs that cover it elsewhere)
 #   -b DIR        where the test binaries are (default: this script's dir)
 #   -v            show the output of passing tests too
 #
@@ -32,16 +34,18 @@ launcher=fc_run
 limit=180
 verbose=0
 extra=()
+leave=()
 
-usage() { sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'; }
 
-while getopts "p:n:l:t:x:b:vh" o; do
+while getopts "p:n:l:t:x:e:b:vh" o; do
     case $o in
     p) provider=$OPTARG ;;
     n) ranks=$OPTARG ;;
     l) launcher=$OPTARG ;;
     t) limit=$OPTARG ;;
     x) extra+=("$OPTARG") ;;
+    e) leave+=("$OPTARG") ;;
     b) bindir=$OPTARG ;;
     v) verbose=1 ;;
     h) usage; exit 0 ;;
@@ -131,6 +135,9 @@ pass=0 fail=0 skip=0
 failed_names=()
 for spec in "${all_tests[@]}"; do
     IFS='|' read -r name how minr envspec <<<"$spec"
+    left=0
+    for w in "${leave[@]}"; do [ "$w" = "$name" ] && left=1; done
+    [ $left = 1 ] && continue
     if [ ${#want[@]} -gt 0 ]; then
         match=0
         for w in "${want[@]}"; do [ "$w" = "$name" ] && match=1; done
