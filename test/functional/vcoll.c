@@ -4,10 +4,46 @@
  * counts 0, uneven, a single nonzero block, and large; every datatype on
  * some; displacements packed in rank order or reversed with gaps; allgatherv
  * in place. Every element is checked, and the gaps between blocks keep what
- * was there. */
+ * was there. FT_VCOLL_MEMORY=device or stream runs them on GPU buffers. */
 #include <string.h>
 
 #include "common.h"
+#include "gpu_util.h"
+
+/* FT_VCOLL_MEMORY=device: the same cases on device buffers (blocking and
+ * nonblocking calls); =stream: on device buffers through the stream twins.
+ * Inputs are written on the host and copied in, results copied out. */
+static int mem; /* 0 host, 1 device, 2 stream */
+static void *stream;
+
+static void *dev_copy(const void *h, size_t bytes)
+{
+    void *d = gu_alloc(bytes + 64);
+    if (d && bytes)
+        gu_to_device(d, h, bytes);
+    return d;
+}
+
+/* host buffers h[i] of bytes[i]: device copies in d[i] (mem != 0), or the
+ * host buffers themselves */
+static int to_dev(int nbuf, char **h, const size_t *bytes, char **d)
+{
+    for (int i = 0; i < nbuf; i++) {
+        d[i] = mem ? dev_copy(h[i], bytes[i]) : h[i];
+        if (!d[i])
+            return -1;
+    }
+    return 0;
+}
+
+static void from_dev(int nbuf, char **h, const size_t *bytes, char **d)
+{
+    for (int i = 0; i < nbuf && mem; i++) {
+        if (bytes[i])
+            gu_to_host(h[i], d[i], bytes[i]);
+        gu_free(d[i]);
+    }
+}
 
 #define NPAT 6
 static const char *const pat_name[NPAT] = {"even", "zero", "skewed", "uneven", "single", "large"};
@@ -74,6 +110,17 @@ int main(void)
     struct ft t;
     ft_init(&t, "vcoll");
     const int n = t.size, me = t.rank;
+    const char *m = getenv("FT_VCOLL_MEMORY");
+    mem = m && !strcmp(m, "device") ? 1 : m && !strcmp(m, "stream") ? 2 : 0;
+    if (mem) {
+        fc_comm_attr_t attr;
+        FT_OK(&t, fc_comm_query(t.comm, &attr));
+        const char *why = NULL;
+        if (gu_init(attr.local_rank, &why) != 0)
+            return ft_skip(&t, why);
+        if (mem == 2 && !(stream = gu_stream_create()))
+            return ft_skip(&t, "no CUDA stream could be made");
+    }
     size_t *rc = calloc((size_t)n, sizeof(size_t)), *rd = calloc((size_t)n, sizeof(size_t));
     size_t *sc = calloc((size_t)n, sizeof(size_t)), *sd = calloc((size_t)n, sizeof(size_t));
     int ncase = 0;
@@ -97,14 +144,26 @@ int main(void)
             for (size_t i = 0; i < rc[me]; i++)
                 ft_store(src, i, dt, val(me, -1, i));
             fc_result_t r;
-            if (nb) {
+            char *hb[2] = {out, mine}, *db[2];
+            size_t hl[2] = {ext * es, ip ? 0 : rc[me] * es};
+            if (to_dev(2, hb, hl, db)) {
+                ft_fail(&t, __FILE__, __LINE__, "cannot allocate device memory");
+                break;
+            }
+            char *dsrc = ip ? db[0] + rd[me] * es : db[1];
+            if (mem == 2) {
+                r = fc_allgatherv_stream(dsrc, db[0], rc[me], rc, rd, dt, t.comm, stream);
+                if (r == FC_SUCCESS && gu_stream_sync(stream) != 0)
+                    r = FC_ERR_CUDA;
+            } else if (nb) {
                 fc_request_t req = NULL;
-                r = fc_iallgatherv(src, out, rc[me], rc, rd, dt, t.comm, &req);
+                r = fc_iallgatherv(dsrc, db[0], rc[me], rc, rd, dt, t.comm, &req);
                 if (r == FC_SUCCESS)
                     r = fc_wait(&req);
             } else {
-                r = fc_allgatherv(src, out, rc[me], rc, rd, dt, t.comm);
+                r = fc_allgatherv(dsrc, db[0], rc[me], rc, rd, dt, t.comm);
             }
+            from_dev(2, hb, hl, db);
             FT_CHECK(&t, r == FC_SUCCESS, "allgatherv %s counts %s: %s", ft_dt_name(dt),
                      pat_name[p], fc_last_error());
             if (r == FC_SUCCESS)
@@ -125,14 +184,25 @@ int main(void)
                     ft_store(in, sd[j] + i, dt, val(me, j, i));
             memcpy(keep, in, sext * es);
             memset(out, 0xab, rext * es);
-            if (nb) {
+            char *hv[2] = {in, out}, *dv[2];
+            size_t hvl[2] = {sext * es, rext * es};
+            if (to_dev(2, hv, hvl, dv)) {
+                ft_fail(&t, __FILE__, __LINE__, "cannot allocate device memory");
+                break;
+            }
+            if (mem == 2) {
+                r = fc_alltoallv_stream(dv[0], dv[1], sc, sd, rc, rd, dt, t.comm, stream);
+                if (r == FC_SUCCESS && gu_stream_sync(stream) != 0)
+                    r = FC_ERR_CUDA;
+            } else if (nb) {
                 fc_request_t req = NULL;
-                r = fc_ialltoallv(in, out, sc, sd, rc, rd, dt, t.comm, &req);
+                r = fc_ialltoallv(dv[0], dv[1], sc, sd, rc, rd, dt, t.comm, &req);
                 if (r == FC_SUCCESS)
                     r = fc_wait(&req);
             } else {
-                r = fc_alltoallv(in, out, sc, sd, rc, rd, dt, t.comm);
+                r = fc_alltoallv(dv[0], dv[1], sc, sd, rc, rd, dt, t.comm);
             }
+            from_dev(2, hv, hvl, dv);
             FT_CHECK(&t, r == FC_SUCCESS, "alltoallv %s counts %s: %s", ft_dt_name(dt), pat_name[p],
                      fc_last_error());
             if (r == FC_SUCCESS)
@@ -142,6 +212,8 @@ int main(void)
             free(keep);
             free(out);
         }
+    if (mem == 2)
+        gu_stream_destroy(stream);
     /* arguments a rank can refuse on its own: refused, nothing sent, the
      * communicator still usable */
     float f[4] = {0}, g[64] = {0};
@@ -169,7 +241,10 @@ int main(void)
     FT_OK(&t, fc_allreduce(&v, &s, 1, FC_FLOAT32, FC_SUM, t.comm));
     FT_CHECK(&t, s == (float)n, "allreduce after the refused calls: %g", s);
     if (me == 0)
-        fprintf(stderr, "vcoll: %d cases of allgatherv and alltoallv at %d ranks\n", ncase, n);
+        fprintf(stderr, "vcoll: %d cases of allgatherv and alltoallv at %d ranks on %s\n", ncase, n,
+                mem == 2 ? "device buffers, stream-ordered"
+                : mem    ? "device buffers"
+                         : "host buffers");
     free(rc);
     free(rd);
     free(sc);
