@@ -14,22 +14,26 @@
 # fabcoll/MPI ratios, 8-byte latencies, the seed article's latency table,
 # and writes busbw.png.
 #
-# Usage: compare_mpi.sh [-b BUILDDIR] [-n RANKS] [-e MAXBYTES] [-i ITERS] [-w WARMUP]
-#                       [-r ROUNDS] [-o OUTDIR]
+# Usage: compare_mpi.sh [-b BUILDDIR] [-n RANKS] [-C COLLS] [-e MAXBYTES] [-i ITERS]
+#                       [-w WARMUP] [-r ROUNDS] [-o OUTDIR]
+# COLLS: comma separated, of allreduce bcast allgather alltoall allgatherv
+# alltoallv (default allreduce,bcast); sizes of the last four are the whole
+# buffer of n blocks, the v-collectives with even counts (as OSU's).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$here/../.." && pwd)
-ranks=2 maxb=32M iters=20 warm=5 rounds=1 out=bench-out
-while getopts "b:n:e:i:w:r:o:h" o; do
+ranks=2 maxb=32M iters=20 warm=5 rounds=1 out=bench-out colls=allreduce,bcast
+while getopts "b:n:C:e:i:w:r:o:h" o; do
     case $o in
     b) build=$(cd "$OPTARG" && pwd) ;;
     n) ranks=$OPTARG ;;
+    C) colls=$OPTARG ;;
     e) maxb=$OPTARG ;;
     i) iters=$OPTARG ;;
     w) warm=$OPTARG ;;
     r) rounds=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '3,20p' "$0"; exit 2 ;;
+    *) sed -n '3,23p' "$0"; exit 2 ;;
     esac
 done
 mkdir -p "$out"
@@ -40,7 +44,7 @@ done
 [ -x "$build/fc_run" ] && [ -x "$build/fc_perf" ] || { echo "compare_mpi: build fabcoll first (fc_run, fc_perf in $build)" >&2; exit 1; }
 mpicc -O2 -o "$out/mpi_bench" "$here/mpi_bench.c"
 
-sweep=(-C allreduce,bcast -b 8 -e "$maxb" -f 2 -n "$iters" -w "$warm")
+sweep=(-C "$colls" -b 8 -e "$maxb" -f 2 -n "$iters" -w "$warm")
 mpirun_=(mpirun --allow-run-as-root --oversubscribe -n "$ranks" --bind-to none)
 run_cfg() { # name
     case $1 in

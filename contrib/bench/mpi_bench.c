@@ -4,9 +4,11 @@
  * default (nccl-tests' method): float buffers, warm-up calls, then a
  * barrier and N calls back to back timed as one interval, total/N, the
  * largest over ranks; with -R R, R such blocks and their median. Calls
- * MPI_Allreduce / MPI_Bcast and prints fc_perf's CSV columns (time_us the
+ * the MPI collective and prints fc_perf's CSV columns (time_us the
  * maximum over ranks, min_us the smallest, avg_us the mean, max_us again)
- * so the two can be joined row by row.
+ * so the two can be joined row by row. Collectives: allreduce, bcast, and
+ * allgather, alltoall, allgatherv, alltoallv, whose size is the whole
+ * buffer of n blocks (the v-collectives with even counts), as fc_perf's.
  *   mpirun -n 2 mpi_bench -C allreduce,bcast -b 8 -e 32M -f 2 -n 20 -w 5 [-R 1] -l LABEL
  */
 #include <mpi.h>
@@ -28,12 +30,30 @@ static size_t parse_size(const char *s)
     return (size_t)v;
 }
 
-static void one_call(int is_bcast, float *sb, float *rb, int count)
+enum coll { ALLREDUCE, BCAST, ALLGATHER, ALLTOALL, ALLGATHERV, ALLTOALLV, NCOLL };
+static const char *const names[NCOLL] = {"allreduce", "bcast",      "allgather",
+                                         "alltoall",  "allgatherv", "alltoallv"};
+static int *vcounts, *vdispls; /* the v-collectives: even counts, packed */
+
+/* count: the vector (allreduce, bcast) or one rank's block (the others) */
+static void one_call(enum coll c, float *sb, float *rb, int count)
 {
-    if (is_bcast)
-        MPI_Bcast(rb, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    else
-        MPI_Allreduce(sb, rb, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    switch (c) {
+    case ALLREDUCE: MPI_Allreduce(sb, rb, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case BCAST: MPI_Bcast(rb, count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case ALLGATHER:
+        MPI_Allgather(sb, count, MPI_FLOAT, rb, count, MPI_FLOAT, MPI_COMM_WORLD);
+        break;
+    case ALLTOALL: MPI_Alltoall(sb, count, MPI_FLOAT, rb, count, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case ALLGATHERV:
+        MPI_Allgatherv(sb, count, MPI_FLOAT, rb, vcounts, vdispls, MPI_FLOAT, MPI_COMM_WORLD);
+        break;
+    case ALLTOALLV:
+        MPI_Alltoallv(sb, vcounts, vdispls, MPI_FLOAT, rb, vcounts, vdispls, MPI_FLOAT,
+                      MPI_COMM_WORLD);
+        break;
+    default: break;
+    }
 }
 
 int main(int argc, char **argv)
@@ -75,17 +95,34 @@ int main(int argc, char **argv)
                "algbw_GBps,busbw_GBps,wrong,max_us\n");
     char buf[128];
     snprintf(buf, sizeof(buf), "%s", colls);
+    vcounts = malloc(sizeof(int) * (size_t)n);
+    vdispls = malloc(sizeof(int) * (size_t)n);
     for (char *coll = strtok(buf, ","); coll; coll = strtok(NULL, ",")) {
-        int is_bcast = strcmp(coll, "bcast") == 0;
+        enum coll k = NCOLL;
+        for (int i = 0; i < NCOLL; i++)
+            if (!strcmp(coll, names[i]))
+                k = (enum coll)i;
+        if (k == NCOLL) {
+            if (rank == 0)
+                fprintf(stderr, "mpi_bench: unknown collective %s\n", coll);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        const int is_bcast = k == BCAST, blocked = k >= ALLGATHER;
         for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)(bytes * factor)) {
             int count = (int)(bytes / 4);
+            if (blocked) /* one rank's block of n, as fc_perf */
+                count /= n;
+            for (int j = 0; j < n; j++) {
+                vcounts[j] = count;
+                vdispls[j] = j * count;
+            }
             for (int i = 0; i < warm; i++)
-                one_call(is_bcast, sb, rb, count);
+                one_call(k, sb, rb, count);
             for (int b = 0; b < reps; b++) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
                 for (int i = 0; i < iters; i++)
-                    one_call(is_bcast, sb, rb, count);
+                    one_call(k, sb, rb, count);
                 t[2 * b] = (MPI_Wtime() - t0) / iters;
                 t[2 * b + 1] = -t[2 * b];
                 ts[b] = t[2 * b];
@@ -105,13 +142,16 @@ int main(int argc, char **argv)
             int m = ord[(reps - 1) / 2]; /* the lower middle, as fc_perf */
             free(ord);
             double med = tm[2 * m], mn = -tm[2 * m + 1], avg = ts[m] / n;
-            double algbw = (double)count * 4 / med / 1e9;
-            double bus = is_bcast ? algbw : algbw * 2.0 * (n - 1) / n;
+            const size_t real = (size_t)count * 4 * (blocked ? (size_t)n : 1);
+            double algbw = (double)real / med / 1e9;
+            double bus = is_bcast ? algbw
+                         : blocked ? algbw * (n - 1) / n
+                                   : algbw * 2.0 * (n - 1) / n;
             if (rank == 0)
                 printf("%s,%d,%s,%zu,%d,float32,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,0,%.3f\n",
-                       is_bcast ? "bcast" : "allreduce", n, label, (size_t)count * 4, count,
-                       is_bcast ? "-" : "sum", is_bcast ? "0" : "-", med * 1e6, mn * 1e6,
-                       avg * 1e6, algbw, bus, med * 1e6);
+                       names[k], n, label, real, count, k == ALLREDUCE ? "sum" : "-",
+                       is_bcast ? "0" : "-", med * 1e6, mn * 1e6, avg * 1e6, algbw, bus,
+                       med * 1e6);
             if ((size_t)(bytes * factor) <= bytes)
                 break;
         }

@@ -23,11 +23,16 @@ def load(path):
     return {k: (statistics.median(t for t, _ in v), v[0][1]) for k, v in rows.items()}
 
 
+COLLS = ("allreduce", "bcast", "allgather", "alltoall", "allgatherv", "alltoallv")
+
+
 def busbw(coll, size, t_us, n):
     if t_us <= 0:
         return 0.0
     alg = size / (t_us * 1e-6) / 1e9
-    return alg * (2.0 * (n - 1) / n if coll == "allreduce" else 1.0)
+    if coll == "allreduce":
+        return alg * 2.0 * (n - 1) / n
+    return alg * ((n - 1) / n if coll in COLLS[2:] else 1.0)
 
 
 def human(b):
@@ -66,7 +71,8 @@ def main():
     cfgs = [c for c in cfgs if data.get(c)]
     pairs = [(a, b) for a, b in (GPU_PAIRS if gpu else HOSTS_PAIRS if hosts else HOST_PAIRS)
              if a in cfgs and b in cfgs]
-    for coll in ("allreduce", "bcast"):
+    present = [k for k in COLLS if any(key[0] == k for c in cfgs for key in data[c])]
+    for coll in present:
         sizes = sorted({s for c in cfgs for (k, s) in data[c] if k == coll})
         if not sizes:
             continue
@@ -88,17 +94,18 @@ def main():
                   " " + " ".join(f"{r:12.2f}x" if r else f"{'-':>13}" for r in ratios))
 
     lat = {c: data[c].get(("allreduce", 8), (None,))[0] for c in cfgs}
-    print("\n8-byte allreduce, median us: " + ", ".join(f"{c} {v:.2f}" for c, v in lat.items() if v))
+    if any(lat.values()):
+        print("\n8-byte allreduce, median us: " + ", ".join(f"{c} {v:.2f}" for c, v in lat.items() if v))
 
-    if not hosts:
+    if not hosts and "allreduce" in present:
         seed_table(cfgs, data, gpu)
 
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-        for ax, coll in zip(axes, ("allreduce", "bcast")):
+        fig, axes = plt.subplots(1, len(present), figsize=(6.5 * len(present), 5), squeeze=False)
+        for ax, coll in zip(axes[0], present):
             for c in cfgs:
                 pts = sorted((s, busbw(coll, s, v[0], v[1])) for (k, s), v in data[c].items() if k == coll)
                 if pts:
@@ -107,6 +114,7 @@ def main():
             ax.set_xscale("log", base=2)
             ax.set_xlabel("message size (bytes)")
             ax.set_ylabel("busbw (GB/s)")
+            n = next((v[1] for c in cfgs for k, v in data[c].items() if k[0] == coll), 0)
             ax.set_title(f"{coll}, float32, {n} ranks" + (", GPU buffers" if gpu else "")
                          + (", across hosts" if hosts else ""))
             ax.grid(True, alpha=0.3)
