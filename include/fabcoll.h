@@ -201,6 +201,20 @@ FC_API fc_result_t fc_test(fc_request_t *req, int *done);
 /* The operation's result; frees it, *req = NULL. */
 FC_API fc_result_t fc_wait(fc_request_t *req);
 
+/* ---- groups -------------------------------------------------------------
+ * Calls between fc_group_start and fc_group_end, on any communicators, are
+ * started together and complete at the outermost fc_group_end, which
+ * returns when all are done (the first error of any of them; each call's
+ * own argument errors are returned by the call). A blocking collective,
+ * fc_send or fc_recv inside a group returns FC_SUCCESS at once: its
+ * buffers must stay untouched until fc_group_end (count arrays are read
+ * during the call). Send/recv pairs in a group never deadlock, whatever their
+ * order. Nonblocking and stream-ordered calls behave as outside a group.
+ * Groups nest (only the outermost end waits); a group belongs to its
+ * thread. */
+FC_API fc_result_t fc_group_start(void);
+FC_API fc_result_t fc_group_end(void);
+
 /* ---- GPU streams (CUDA builds) ------------------------------------------
  * cuda_stream is a cudaStream_t passed as void *. They return at once; the
  * operation runs after the work already queued on the stream, and work

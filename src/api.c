@@ -110,15 +110,16 @@ static fc_result_t run(fc_comm_t c, const struct coll_args *a, const void *sendb
         return gpu_stream_collective(c, a, sendbuf, recvbuf, h->stream);
     fc_request_t *req = h->req;
     struct fc_request *r = NULL;
-    fc_result_t rc = comm_collective(c, a, req ? COMM_NONBLOCKING : COMM_BLOCKING, sendbuf,
-                                     recvbuf, &r);
+    const int grouped = !req && group_active(); /* a blocking call in a group */
+    fc_result_t rc = comm_collective(c, a, req || grouped ? COMM_NONBLOCKING : COMM_BLOCKING,
+                                     sendbuf, recvbuf, &r);
     if (rc != FC_SUCCESS)
         return rc;
     if (req) {
         *req = r;
         return FC_SUCCESS;
     }
-    return comm_wait(r);
+    return grouped ? group_add(r) : comm_wait(r);
 }
 
 static fc_result_t named(const char *fn, fc_result_t rc)
@@ -677,7 +678,7 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
     rc = comm_start(r, is_send ? buf : NULL, is_send ? NULL : buf, tb, desc, 1);
     if (rc != FC_SUCCESS)
         return rc;
-    return comm_wait(r);
+    return group_active() ? group_add(r) : comm_wait(r);
 }
 
 fc_result_t fc_send(const void *buf, size_t count, fc_datatype_t dt, int peer, fc_comm_t comm)
@@ -688,6 +689,19 @@ fc_result_t fc_send(const void *buf, size_t count, fc_datatype_t dt, int peer, f
 fc_result_t fc_recv(void *buf, size_t count, fc_datatype_t dt, int peer, fc_comm_t comm)
 {
     return named("fc_recv", p2p(buf, count, dt, peer, comm, 0));
+}
+
+/* ---- groups ------------------------------------------------------------------ */
+
+fc_result_t fc_group_start(void)
+{
+    group_start();
+    return FC_SUCCESS;
+}
+
+fc_result_t fc_group_end(void)
+{
+    return named("fc_group_end", group_end());
 }
 
 /* ---- requests -------------------------------------------------------------- */

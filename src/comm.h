@@ -285,6 +285,17 @@ void comm_request_drop_locked(struct fc_request *r, fc_result_t rc, const char *
 fc_result_t comm_wait(struct fc_request *r);
 /* Nonblocking check; *done = 1 and freed when finished. */
 fc_result_t comm_test(struct fc_request *r, int *done);
+/* comm_test that also says whether anything of r moved (a completion or a
+ * finished step), for a caller that drives several requests in turn. */
+fc_result_t comm_poll(struct fc_request *r, int *done, int *moved);
+/* Groups (group.c): this thread's open group, and its requests. */
+int group_active(void);
+void group_start(void);
+/* r (started) is completed at the outermost group_end. */
+fc_result_t group_add(struct fc_request *r);
+/* Closes a level; the outermost drives every request of the group to its
+ * end and returns the first error. */
+fc_result_t group_end(void);
 /* The progress thread's body. */
 void *comm_progress_main(void *arg);
 

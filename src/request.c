@@ -277,20 +277,29 @@ static void check_timeout(struct fc_request *r, double now)
     comm_finish(r, FC_ERR_TIMEOUT);
 }
 
-fc_result_t comm_test(struct fc_request *r, int *done)
+fc_result_t comm_poll(struct fc_request *r, int *done, int *moved)
 {
     struct comm_shared *sh = r->comm->sh;
     pthread_mutex_lock(&sh->lock);
+    uint64_t ev = r->s.progress_events;
+    uint32_t nd = r->s.ndone;
     if (!r->done)
         comm_progress_locked(sh);
     if (!r->done)
         check_timeout(r, comm_now());
     int d = r->done;
+    *moved = d || r->s.progress_events != ev || r->s.ndone != nd;
     pthread_mutex_unlock(&sh->lock);
     *done = d;
     if (!d)
         return FC_SUCCESS;
     return reap(r);
+}
+
+fc_result_t comm_test(struct fc_request *r, int *done)
+{
+    int moved;
+    return comm_poll(r, done, &moved);
 }
 
 /* How a rank waits when nothing is happening: poll the completion queue
