@@ -603,6 +603,8 @@ static fc_result_t p2p(void *buf, size_t count, fc_datatype_t dt, int peer, fc_c
         return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
     r->s.coll_name = is_send ? "send" : "recv";
     r->s.algo_name = "p2p";
+    r->key.count = count; /* for messages and profiling events */
+    r->key.esize = es;
     /* the family's hooks: a host buffer never reaches the device branch's files */
     struct comm_call call = {.mode = COMM_BLOCKING}; /* no collective: a message */
     fc_result_t rrc = comm->sh->dev->route(comm, &call, is_send ? buf : NULL,

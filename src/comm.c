@@ -25,6 +25,7 @@
 #include "boot.h"
 #include "comm_setup.h"
 #include "log.h"
+#include "profile.h"
 #include "prov.h"
 #include "paths.h"
 #include "rails.h"
@@ -161,6 +162,7 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, const struct comm_devi
     struct comm_shared *sh = NULL;
     fc_result_t rc;
     log_set_rank(b->rank);
+    prof_setup(cfg, b->rank, b->nranks);
     struct fc_comm *c = comm_alloc(b, cfg);
     if (!c) {
         rc = FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
@@ -206,6 +208,7 @@ close_boot:
 
 fc_result_t comm_destroy(struct fc_comm *c, int abort)
 {
+    prof_flush();
     fc_result_t rc = FC_SUCCESS;
     struct comm_shared *sh = c->sh;
     if (!abort) {

@@ -175,6 +175,7 @@ struct fc_request {
     struct coll_args key;      /* what was built: for messages and reuse (rcache) */
     const struct coll_algo *algo; /* NULL: not a collective's schedule */
     int restart;               /* the schedule ran before: sched_restart */
+    double prof_t0;            /* profiling: when it started (0: not reported) */
     double last_change;        /* monotonic seconds of the last progress */
     uint64_t last_events;
     uint32_t last_ndone;

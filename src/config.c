@@ -136,6 +136,12 @@ static const struct row rows[] = {
      "step, the ranks it waits for) to rank 0 over TCP, not the fabric, and rank 0 prints "
      "one table naming the ranks the job waits on, after waiting up to half FC_TIMEOUT "
      "(at most 10 s) for the reports. Rank 0's value holds for all."},
+    {"FC_PROFILER", T_STR, NULL, F(profiler), NULL, S_USER,
+     "Profiler plugin: a shared object exporting fc_profiler_init (fabcoll_profiler.h), "
+     "called with an event at the start and end of every call and transfer step."},
+    {"FC_PROFILE_FILE", T_STR, NULL, F(profile_file), NULL, S_USER,
+     "Write a Chrome trace (Perfetto, chrome://tracing) of every call and transfer step "
+     "to this file; %r rank, %h host, %p pid are expanded (one file per rank)."},
     {"FC_PROGRESS_THREAD", T_BOOL, "0", F(progress_thread), NULL, S_USER,
      "1 = a background thread drives nonblocking operations while the application computes."},
     {"FC_MR_MODE", T_MRMODE, NULL, F(mr_mode_force), "local,virt_addr,prov_key,allocated,endpoint,hmem,verbs",

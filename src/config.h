@@ -41,6 +41,8 @@ typedef struct cfg {
     int debug;            /* enum log_level */
     unsigned debug_subsys; /* enum log_subsys mask */
     char debug_file[CFG_STR];
+    char profiler[CFG_STR];     /* FC_PROFILER */
+    char profile_file[CFG_STR]; /* FC_PROFILE_FILE */
     /* fabric */
     char fi_provider[CFG_STR]; /* FI_PROVIDER as libfabric sees it (report only) */
     char iface[CFG_STR];

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "profile.h"
 #include "transport.h"
 
 static void check_timeout(struct fc_request *r, double now);
@@ -72,6 +73,9 @@ void comm_finish(struct fc_request *r, fc_result_t rc)
 {
     r->done = 1;
     r->result = rc;
+    if (prof_on && r->prof_t0 > 0)
+        prof_call(0, r->comm->rank, r->comm->id, r->seq, r->s.coll_name, r->s.algo_name,
+                  r->key.count * r->key.esize, r->prof_t0, rc);
     unlink_active(r->comm->sh, r);
     end_route(r);
     if (r->on_finish)
@@ -138,10 +142,18 @@ fc_result_t comm_start_locked(struct fc_request *r, void *sendbuf, void *recvbuf
         .window = c->window,
         .delivery = r->delivery,
         .call = r->tp_call,
+        .prof = prof_on ? prof_step : NULL,
     };
     if (desc && desc != r->desc)
         snprintf(r->desc, sizeof(r->desc), "%s", desc);
     r->p2p = p2p;
+    if (prof_on) {
+        r->s.prof_rank = c->rank;
+        r->s.prof_comm = c->id;
+        r->s.prof_seq = r->seq;
+        r->prof_t0 = prof_call(1, c->rank, c->id, r->seq, r->s.coll_name, r->s.algo_name,
+                               r->key.count * r->key.esize, 0, 0);
+    }
     fc_result_t rc = r->restart ? sched_restart(&r->s, tagbase, sendbuf, recvbuf)
                                 : sched_start(&r->s, &env, sendbuf, recvbuf);
     if (rc != FC_SUCCESS)

@@ -335,6 +335,8 @@ static void complete_step(struct sched *s, uint32_t i)
     struct sched_step *st = &s->steps[i];
     st->complete = 1;
     s->ndone++;
+    if (s->env.prof && is_xfer(st) && st->issued > 0)
+        s->env.prof(s->env.prof_ctx, 0, s, i);
     for (uint32_t e = st->succ_first; e < st->succ_first + st->nsucc; e++) {
         struct sched_step *succ = &s->steps[s->succs[e].step];
         if (!s->succs[e].chunked)
@@ -667,6 +669,8 @@ static void try_issue(struct sched *s, uint32_t i)
         }
         s->xfers_out++;
         st->inflight++;
+        if (st->issued == 0 && s->env.prof && is_xfer(st))
+            s->env.prof(s->env.prof_ctx, 1, s, i);
         st->issued++;
     }
 }

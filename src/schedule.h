@@ -89,6 +89,7 @@ struct sched_step {
     /* run state */
     uint32_t nchunks, issued, inflight, prefix;
     uint64_t winmask;   /* bit i: chunk prefix+i done (out of order) */
+    double prof_t0;     /* profiling: when the step's first chunk was posted */
 };
 
 struct sched_edge {
@@ -112,6 +113,10 @@ struct sched_env {
     int delivery;         /* sends complete when delivered (see struct xfer) */
     void *call;           /* the request's own context for its transport, passed with
                              every local step (struct local_op); NULL: none */
+    /* Profiling (NULL: off): called when a SEND/RECV step's first chunk is
+     * posted (begin 1) and when the step completes (begin 0). */
+    void (*prof)(void *ctx, int begin, struct sched *s, uint32_t step);
+    void *prof_ctx;
 };
 
 struct sched {
@@ -127,6 +132,10 @@ struct sched {
     size_t esize;
     int nranks;               /* divisor for SCALE */
     const char *coll_name, *algo_name;
+    /* whose call this is, for profiling events (set by the caller) */
+    int prof_rank;
+    uint32_t prof_comm;
+    uint64_t prof_seq;
     /* Writes what a signature (sched_sign) stands for, "allreduce of 4 x
      * float32 (sum)"; NULL: its hexadecimal value. */
     void (*sig_desc)(uint64_t sig, char *buf, size_t len);

@@ -128,6 +128,12 @@ if "$here/nic_map_test.sh"; then
 else
     summary+=("fc_info NIC map: FAILED"); total_fail=$((total_fail + 1))
 fi
+echo "=== profiling (plugin and Chrome trace)"
+if "$here/profile_test.sh"; then
+    summary+=("profiling: passed"); total_pass=$((total_pass + 1))
+else
+    summary+=("profiling: FAILED"); total_fail=$((total_fail + 1))
+fi
 echo "=== valgrind"
 "$here/valgrind_test.sh"
 case $? in
