@@ -17,6 +17,8 @@ extern const struct coll_algo coll_gather_binomial, coll_gather_linear, coll_sca
     coll_scatter_linear;
 extern const struct coll_algo coll_allgatherv_ring, coll_allgatherv_bruck,
     coll_alltoallv_pairwise;
+extern const struct coll_algo coll_allreduce_ordered, coll_reduce_scatter_ordered,
+    coll_reduce_ordered;
 
 const struct coll_algo *const coll_algos[] = {
     &coll_allreduce_ring,
@@ -24,6 +26,7 @@ const struct coll_algo *const coll_algos[] = {
     &coll_allreduce_rd,
     &coll_allreduce_hier,
     &coll_allreduce_rabenseifner,
+    &coll_allreduce_ordered,
     &coll_bcast_binomial,
     &coll_bcast_chain,
     &coll_bcast_scatter_allgather,
@@ -31,6 +34,7 @@ const struct coll_algo *const coll_algos[] = {
     &coll_reduce_binomial,
     &coll_reduce_rsgather,
     &coll_reduce_hier,
+    &coll_reduce_ordered,
     &coll_allgather_ring,
     &coll_allgather_rd,
     &coll_allgather_bruck,
@@ -38,6 +42,7 @@ const struct coll_algo *const coll_algos[] = {
     &coll_reduce_scatter_ring,
     &coll_reduce_scatter_halving,
     &coll_reduce_scatter_hier,
+    &coll_reduce_scatter_ordered,
     &coll_alltoall_pairwise,
     &coll_alltoall_bruck,
     &coll_barrier_dissemination,

@@ -142,6 +142,7 @@ const struct coll_algo coll_allreduce_gather = {
      * buffers). Those ties are gather's: its exchange is what small device
      * allreduces run as one kernel (src/gpu/fused.c), 2.5x faster than staged. */
     .tie_margin = 0.02,
+    .rank_order = 1,
 };
 
 /* Not in the table (FC_ALGO cannot pick it): the device branch's route

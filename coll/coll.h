@@ -77,6 +77,12 @@ struct coll_args {
     const size_t *scounts, *sdispls, *rcounts, *rdispls;
 };
 
+/* Kinds that reduce (FC_REPRODUCIBLE's business). */
+static inline int coll_kind_reduces(enum coll_kind k)
+{
+    return k == COLL_ALLREDUCE || k == COLL_REDUCE || k == COLL_REDUCE_SCATTER;
+}
+
 /* The v-collectives: per-rank counts, never cached, signed per peer. */
 static inline int coll_is_v(enum coll_kind k)
 {
@@ -173,6 +179,13 @@ struct coll_algo {
     /* Nonzero when cost() applies coll_share to its steps itself (trees,
      * chains); otherwise every step counts all ranks as working. */
     int shares;
+    /* Nonzero when every element is reduced in rank order, ((v0 op v1) op
+     * v2) ..., one rounding per step, whatever the chunking: the same bits
+     * as every other such algorithm (FC_REPRODUCIBLE picks only these). */
+    int rank_order;
+    /* Nonzero: the tuner considers it only under FC_REPRODUCIBLE (FC_ALGO
+     * and FC_TUNE_FILE may still name it). */
+    int reproducible_only;
 };
 
 /* Ranks grouped by node (coll/nodes.c): node x's ranks, in rank order, are

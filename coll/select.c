@@ -234,6 +234,9 @@ const struct coll_algo *coll_select_by_cost(const struct coll_tuning *t,
         const struct coll_algo *al = coll_algos[i];
         if (al->kind != a->kind || !al->check(a))
             continue;
+        const int repro = t->reproducible && coll_kind_reduces(a->kind);
+        if (repro ? !al->rank_order : al->reproducible_only)
+            continue;
         double c = coll_algo_cost(al, a, &t->cost);
         if (!best || c < best_cost * (1 - best->tie_margin)) {
             best = al;
@@ -250,8 +253,9 @@ extern const struct coll_algo coll_allreduce_gather;
 const struct coll_algo *coll_select(const struct coll_tuning *t, const struct coll_args *a,
                                     const char **why)
 {
+    const int repro = t->reproducible && coll_kind_reduces(a->kind);
     const struct coll_algo *f = t->forced[a->kind];
-    if (f && (!f->check || f->check(a))) {
+    if (f && (!f->check || f->check(a)) && (!repro || f->rank_order)) {
         if (why)
             *why = "FC_ALGO";
         return f;
@@ -261,7 +265,7 @@ const struct coll_algo *coll_select(const struct coll_tuning *t, const struct co
         const struct coll_rule *ru = &t->rules[i];
         if (ru->kind == a->kind && bytes >= ru->min_bytes && bytes <= ru->max_bytes &&
             a->nranks >= ru->min_ranks && a->nranks <= ru->max_ranks &&
-            (!ru->algo->check || ru->algo->check(a))) {
+            (!ru->algo->check || ru->algo->check(a)) && (!repro || ru->algo->rank_order)) {
             if (why)
                 *why = "FC_TUNE_FILE";
             return ru->algo;
@@ -274,6 +278,11 @@ const struct coll_algo *coll_select(const struct coll_tuning *t, const struct co
         return &coll_allreduce_gather;
     }
     if (why)
-        *why = f ? "cost model (FC_ALGO's choice does not apply here)" : "cost model";
+        *why = f && repro && !f->rank_order
+                   ? "FC_REPRODUCIBLE (FC_ALGO's choice does not reduce in rank order)"
+               : f ? "cost model (FC_ALGO's choice does not apply here)"
+                   : repro ? "cost model among the algorithms that reduce in rank order "
+                             "(FC_REPRODUCIBLE)"
+                           : "cost model";
     return coll_select_by_cost(t, a, NULL);
 }

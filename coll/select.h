@@ -35,6 +35,9 @@ struct coll_tuning {
      * whose GPU part is then one fused kernel; the host model's rounds
      * would each go to the GPU and back. 0: host tuning. */
     size_t dev_gather_max;
+    /* FC_REPRODUCIBLE (any rank asking): reductions only by algorithms that
+     * reduce in rank order (coll_algo.rank_order). */
+    int reproducible;
 };
 
 void coll_tuning_init(struct coll_tuning *t, const struct coll_cost *c);

@@ -42,6 +42,7 @@ struct rank_info {
     int32_t proto;
     int32_t cpus; /* in this process's CPU affinity */
     int32_t tune_device; /* FC_TUNE_MEMORY's verdict here (device: 1) */
+    int32_t reproducible; /* FC_REPRODUCIBLE (any rank's 1 holds) */
     int32_t paths;       /* FC_PATHS (rank 0's holds) */
     char err[384];
     char node[64];      /* FC_NODE, else the host name: which node this rank counts as */
@@ -448,6 +449,7 @@ static void rank_info_mine(struct rank_info *mine, const cfg_t *cfg, const struc
     mine->rndv_min = cfg->rndv_min;
     mine->rails = cfg->rails;
     mine->paths = cfg->paths;
+    mine->reproducible = cfg->reproducible;
     mine->tune_device = cfg->tune_memory == CFG_TUNE_MEM_DEVICE ||
                         (cfg->tune_memory == CFG_TUNE_MEM_AUTO &&
                          cfg->gpu_fused != CFG_FUSED_OFF && dev->present());
@@ -543,8 +545,11 @@ fc_result_t comm_setup_gather(struct comm_setup *st, struct fc_comm *c,
     c->oversubscribed = here > 1; /* local_size > this node's CPUs */
     /* device tuning only where every rank asks for it: one algorithm for all */
     st->tune_device = 1;
-    for (int r = 0; r < n; r++)
+    st->reproducible = 0;
+    for (int r = 0; r < n; r++) {
         st->tune_device &= infos[r].tune_device != 0;
+        st->reproducible |= infos[r].reproducible != 0;
+    }
     if (c->cfg.spin <= 0)
         c->cfg.spin = c->oversubscribed ? 1 : COMM_SPIN_DEFAULT;
 
@@ -744,6 +749,11 @@ fc_result_t comm_setup_comm(struct comm_setup *st, struct fc_comm *c)
     fc_result_t rc = setup_tuning(c, st->choice, st->nnodes, st->tune_device);
     if (rc != FC_SUCCESS)
         return rc;
+    c->tuning.reproducible = st->reproducible;
+    if (st->reproducible)
+        FC_INFO(LOG_TUNE, "reproducible reductions (FC_REPRODUCIBLE%s): allreduce, reduce and "
+                "reduce-scatter reduce every element in rank order",
+                c->cfg.reproducible ? "" : ", asked by another rank");
     if (c->oversub > 1)
         FC_INFO(LOG_TUNE,
                 "up to %.3g ranks per CPU on a node: the cost model counts the CPUs a step's "

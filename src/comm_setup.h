@@ -27,6 +27,7 @@ struct comm_setup {
     char (*pnames)[64];      /* "host pid P" of every rank, for messages */
     int nnodes, local_rank, local_size;
     int tune_device; /* every rank asked for device tuning (FC_TUNE_MEMORY) */
+    int reproducible; /* a rank asked for FC_REPRODUCIBLE */
     char choice[PROV_NAME_LEN], fabric[PROV_FABRIC_LEN];
     char why[512]; /* the providers passed over, and why */
     /* this rank's NICs for an RDMA provider, nearest first (topo_nic_order):

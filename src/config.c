@@ -142,6 +142,10 @@ static const struct row rows[] = {
     {"FC_PROFILE_FILE", T_STR, NULL, F(profile_file), NULL, S_USER,
      "Write a Chrome trace (Perfetto, chrome://tracing) of every call and transfer step "
      "to this file; %r rank, %h host, %p pid are expanded (one file per rank)."},
+    {"FC_REPRODUCIBLE", T_BOOL, "0", F(reproducible), NULL, S_USER,
+     "1 = allreduce, reduce and reduce-scatter reduce every element in rank order, the same "
+     "bits whatever the algorithm, message size, chunking, rails, provider or tier (the "
+     "tuner picks only such algorithms). Any rank asking makes it so for the communicator."},
     {"FC_PROGRESS_THREAD", T_BOOL, "0", F(progress_thread), NULL, S_USER,
      "1 = a background thread drives nonblocking operations while the application computes."},
     {"FC_MR_MODE", T_MRMODE, NULL, F(mr_mode_force), "local,virt_addr,prov_key,allocated,endpoint,hmem,verbs",

@@ -66,6 +66,7 @@ typedef struct cfg {
     int spin;             /* polls before yielding the CPU */
     int progress_thread;
     int hang_report;
+    int reproducible; /* FC_REPRODUCIBLE */
     unsigned mr_mode_force; /* FC_MR_MODE: enum cfg_mr bits honoured as if demanded */
     size_t mr_cache_max;  /* registration cache bound, bytes */
     /* bootstrap */

@@ -73,6 +73,7 @@ all_tests=(
     "gather_scatter|job|1|"
     "vcoll|job|1|"
     "group|job|1|"
+    "reproducible|job|1|FC_REPRODUCIBLE=1"
     "barrier|job|1|"
     "sendrecv|job|2|"
     "p2p_mismatch|job|2|FC_CHUNK_SIZE=64K"

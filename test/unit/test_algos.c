@@ -771,3 +771,145 @@ static void vcoll_big(const char *kind_name, const char *algo)
 Test(allgatherv, ring_big, .timeout = 300) { vcoll_big("allgatherv", "ring"); }
 Test(allgatherv, bruck_big, .timeout = 300) { vcoll_big("allgatherv", "bruck"); }
 Test(alltoallv, pairwise_big, .timeout = 300) { vcoll_big("alltoallv", "pairwise"); }
+
+/* ---- rank-order reductions (FC_REPRODUCIBLE) -------------------------------
+ * The ordered algorithms through the standard sweep (exact inputs), and on
+ * random floats whose sums depend on the order: every output byte equals
+ * the rank-order chain ((v0 op v1) op v2) ... computed here with the same
+ * kernels, for allreduce ordered and gather, reduce ordered at every root
+ * and reduce_scatter ordered, at 1-9 ranks, odd counts, chunkings, engine
+ * orderings, in place and not. */
+ALGO_TESTS(allreduce, ordered)
+Test(reduce, ordered_sweep, .timeout = 300) { sweep("reduce", "ordered"); }
+Test(reduce_scatter, ordered_sweep, .timeout = 300) { sweep("reduce_scatter", "ordered"); }
+
+static uint32_t lcg(uint32_t *x)
+{
+    *x = *x * 1664525u + 1013904223u;
+    return *x >> 8;
+}
+
+/* element i of rank r: a float of either sign spanning 8 binades, stored in dt */
+static void rand_fill(void *p, fc_datatype_t dt, int r, size_t n, uint32_t seed)
+{
+    uint32_t x = seed * 7919u + (uint32_t)r * 104729u + 1;
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)(lcg(&x) % 100000) / 997.0f * (float)(1 << (lcg(&x) % 8));
+        if (lcg(&x) & 1)
+            f = -f;
+        switch (dt) {
+        case FC_FLOAT16: ((uint16_t *)p)[i] = reduce_float_to_half(f / 64); break;
+        case FC_BFLOAT16: ((uint16_t *)p)[i] = reduce_float_to_bf16(f); break;
+        case FC_FLOAT64: ((double *)p)[i] = (double)f * 1.0000001; break;
+        default: ((float *)p)[i] = f; break;
+        }
+    }
+}
+
+static void rank_order_case(enum coll_kind kind, const char *algo, int n, size_t count,
+                            fc_datatype_t dt, fc_op_t op, int root, int ip, struct h_opts o)
+{
+    const struct coll_algo *al = coll_algo_find(kind, algo, strlen(algo));
+    cr_assert_not_null(al);
+    const size_t es = fc_datatype_size(dt);
+    /* inputs: allreduce/reduce count elements; reduce_scatter n blocks of count */
+    const size_t nin = kind == COLL_REDUCE_SCATTER ? count * (size_t)n : count;
+    char **in = calloc((size_t)n, sizeof(char *)), **sb = calloc((size_t)n, sizeof(char *));
+    char **rb = calloc((size_t)n, sizeof(char *));
+    char *ref = malloc(nin * es + 8);
+    for (int r = 0; r < n; r++) {
+        in[r] = malloc(nin * es + 8);
+        rand_fill(in[r], dt, r, nin, (uint32_t)(count + (size_t)n));
+    }
+    /* the reference: the rank-order chain with the engine's own kernels */
+    reduce_fn fn = reduce_fn_get(dt, op);
+    memcpy(ref, in[0], nin * es);
+    if (n > 1) {
+        fn(ref, in[0], in[1], nin);
+        for (int r = 2; r < n; r++)
+            fn(ref, ref, in[r], nin);
+    }
+    if (op == FC_AVG)
+        reduce_scale_get(dt)(ref, ref, nin, (uint32_t)n);
+    for (int r = 0; r < n; r++) {
+        const int use_recv = kind != COLL_REDUCE || r == root;
+        size_t rl = kind == COLL_REDUCE_SCATTER ? count : nin;
+        rb[r] = use_recv ? malloc((ip ? nin : rl) * es + 8) : NULL;
+        if (ip && use_recv) {
+            memcpy(rb[r], in[r], nin * es);
+            sb[r] = rb[r];
+            if (kind == COLL_REDUCE_SCATTER) { /* the result is block r of the input */
+                sb[r] = rb[r];
+                rb[r] = sb[r] + (size_t)r * count * es;
+            }
+        } else {
+            sb[r] = malloc(nin * es + 8);
+            memcpy(sb[r], in[r], nin * es);
+        }
+    }
+    struct coll_args t = {.kind = kind, .nranks = n, .root = root, .count = count, .dt = dt,
+                          .op = op, .esize = es, .in_place = ip};
+    char err[512];
+    fc_result_t rc = h_run(al, &t, (void **)sb, (void **)rb, &o, err, sizeof(err));
+    cr_assert_eq(rc, FC_SUCCESS, "%s/%s n=%d: %s", coll_kind_name(kind), algo, n, err);
+    for (int r = 0; r < n; r++) {
+        const char *got = rb[r], *want = ref;
+        size_t len = nin * es;
+        if (kind == COLL_REDUCE && r != root)
+            continue;
+        if (kind == COLL_REDUCE_SCATTER) {
+            want = ref + (size_t)r * count * es;
+            len = count * es;
+        }
+        cr_assert(memcmp(got, want, len) == 0,
+                  "%s/%s n=%d count=%zu %s %s root=%d in_place=%d chunk=%zu seed=%u: rank %d's "
+                  "result differs from the rank-order chain",
+                  coll_kind_name(kind), algo, n, count, reduce_dt_name(dt), reduce_op_name(op),
+                  root, ip, o.chunk, o.seed, r);
+    }
+    for (int r = 0; r < n; r++) {
+        int ipr = ip && (kind != COLL_REDUCE || r == root);
+        free(in[r]);
+        if (ipr)
+            free(kind == COLL_REDUCE_SCATTER ? sb[r] : rb[r]);
+        else {
+            free(sb[r]);
+            free(rb[r]);
+        }
+    }
+    free(in);
+    free(sb);
+    free(rb);
+    free(ref);
+}
+
+Test(reproducible, every_output_byte_is_the_rank_order_chain, .timeout = 300)
+{
+    static const fc_datatype_t dts[] = {FC_FLOAT32, FC_FLOAT16, FC_BFLOAT16, FC_FLOAT64};
+    static const fc_op_t ops[] = {FC_SUM, FC_AVG, FC_PROD};
+    const size_t counts[] = {1, 7, 1001, 4099};
+    const struct h_opts opts[] = {{.chunk = 0, .window = 2},
+                                  {.chunk = 64, .window = 3, .seed = 5},
+                                  {.chunk = 192, .window = 2, .ordered_sends = 1},
+                                  {.chunk = 128, .window = 2, .seed = 9, .async_local = 1}};
+    for (int n = 1; n <= 9; n++)
+        for (size_t ci = 0; ci < 4; ci++)
+            for (size_t di = 0; di < 4; di++)
+                for (size_t oi = 0; oi < 3; oi++) {
+                    if (oi == 2 && di != 0)
+                        continue;
+                    for (int ip = 0; ip < 2; ip++)
+                        for (size_t k = 0; k < 4; k++) {
+                            struct h_opts o = opts[k];
+                            size_t c = counts[ci];
+                            rank_order_case(COLL_ALLREDUCE, "ordered", n, c, dts[di], ops[oi], 0,
+                                            ip, o);
+                            rank_order_case(COLL_ALLREDUCE, "gather", n, c, dts[di], ops[oi], 0,
+                                            ip, o);
+                            rank_order_case(COLL_REDUCE, "ordered", n, c, dts[di], ops[oi],
+                                            (int)(ci + k) % n, ip, o);
+                            rank_order_case(COLL_REDUCE_SCATTER, "ordered", n, c / 7 + 1,
+                                            dts[di], ops[oi], 0, ip, o);
+                        }
+                }
+}
