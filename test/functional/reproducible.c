@@ -4,11 +4,18 @@
  * element to 2 MiB, float32, float64, float16 and bfloat16, sum and avg:
  * every output element must equal the rank-order chain ((v0 + v1) + v2)
  * ... computed here, bit for bit, whatever FC_ALGO, FC_CHUNK_SIZE,
- * FC_RAILS, FC_PROTO or provider the run has. Without FC_REPRODUCIBLE it
- * reports how many elements differ from that chain (no check). */
+ * FC_RAILS, FC_PROTO, provider or memory (FT_REPRO_MEMORY=device) the run
+ * has. Without FC_REPRODUCIBLE it reports how many elements differ from
+ * that chain (no check). */
 #include <string.h>
 
 #include "common.h"
+#include "gpu_util.h"
+
+/* FT_REPRO_MEMORY=device: the calls on device buffers (inputs copied in,
+ * results out), which must give the same bits */
+static int on_dev;
+static void *d_in, *d_out;
 
 /* rank r's element i: either sign, values spread over 8 binades */
 static double input(int r, size_t i, uint32_t seed)
@@ -63,6 +70,19 @@ int main(void)
     const char *e = getenv("FC_REPRODUCIBLE");
     const int strict = e && !strcmp(e, "1");
     const int n = t.size, me = t.rank;
+    const char *m = getenv("FT_REPRO_MEMORY");
+    if (m && !strcmp(m, "device")) {
+        fc_comm_attr_t attr;
+        FT_OK(&t, fc_comm_query(t.comm, &attr));
+        const char *why = NULL;
+        if (gu_init(attr.local_rank, &why) != 0)
+            return ft_skip(&t, why);
+        on_dev = 1;
+        d_in = gu_alloc(524288 * 4 * (size_t)n + 64);
+        d_out = gu_alloc(524288 * 4 * (size_t)n + 64);
+        if (!d_in || !d_out)
+            return ft_skip(&t, "cannot allocate device memory");
+    }
     static const fc_datatype_t dts[] = {FC_FLOAT32, FC_FLOAT64, FC_FLOAT16, FC_BFLOAT16};
     const size_t counts[] = {1, 1000, 300007, 524288};
     size_t differ = 0, total = 0;
@@ -87,20 +107,29 @@ int main(void)
                 int root = (int)((size_t)(d + ci + o) % (size_t)n);
                 for (int k = 0; k < 3; k++) {
                     fc_result_t rc;
+                    void *ib = in, *ob = out;
                     const char *what = k == 0 ? "allreduce" : k == 1 ? "reduce" : "reduce_scatter";
                     size_t len = cnt;
-                    if (k == 0) {
-                        rc = fc_allreduce(in, out, cnt, dt, op, t.comm);
-                    } else if (k == 1) {
-                        rc = fc_reduce(in, out, cnt, dt, op, root, t.comm);
-                    } else { /* n blocks of cnt / n + 1: this rank's block me */
+                    if (k == 2) { /* n blocks of cnt / n + 1: this rank's block me */
                         len = cnt / (size_t)n + 1;
                         for (size_t i = 0; i < len * (size_t)n; i++)
                             ft_store(in, i, dt, input(me, i, seed) * scale);
                         for (size_t i = 0; i < len; i++)
                             chain(want, i, (size_t)me * len + i, dt, op, n, seed);
-                        rc = fc_reduce_scatter(in, out, len, dt, op, t.comm);
                     }
+                    if (on_dev) {
+                        gu_to_device(d_in, in, (k == 2 ? len * (size_t)n : cnt) * es);
+                        ib = d_in;
+                        ob = d_out;
+                    }
+                    if (k == 0)
+                        rc = fc_allreduce(ib, ob, cnt, dt, op, t.comm);
+                    else if (k == 1)
+                        rc = fc_reduce(ib, ob, cnt, dt, op, root, t.comm);
+                    else
+                        rc = fc_reduce_scatter(ib, ob, len, dt, op, t.comm);
+                    if (on_dev && rc == FC_SUCCESS && (k != 1 || me == root))
+                        gu_to_host(out, d_out, len * es);
                     FT_CHECK(&t, rc == FC_SUCCESS, "%s %s: %s", what, ft_dt_name(dt),
                              fc_last_error());
                     if (rc != FC_SUCCESS || (k == 1 && me != root))
@@ -126,8 +155,13 @@ int main(void)
                 free(want);
             }
     fprintf(stderr,
-            "reproducible: rank %d: %s: %zu of %zu elements differ from the rank-order "
-            "chain\n",
-            me, strict ? "FC_REPRODUCIBLE=1" : "default mode", differ, total);
+            "reproducible: rank %d: %s, %s buffers: %zu of %zu elements differ from the "
+            "rank-order chain\n",
+            me, strict ? "FC_REPRODUCIBLE=1" : "default mode", on_dev ? "device" : "host",
+            differ, total);
+    if (on_dev) {
+        gu_free(d_in);
+        gu_free(d_out);
+    }
     return ft_finish(&t);
 }
