@@ -169,11 +169,28 @@ static int simulate(const struct coll_algo *al, struct coll_args a, struct sim *
     return simulate_chunked(al, a, s, 0, 1);
 }
 
+/* the v-collectives: uneven counts (count + j % 3, every fifth 0), packed;
+ * alltoallv's the same row on every rank (a symmetric pattern by j only
+ * would not be: rank i sends j what it expects from j, so use count flat) */
+static size_t v_counts[4096], v_displs[4096];
+
 static struct coll_args args_for(enum coll_kind k, int n, size_t count, int root)
 {
     struct coll_args a = {.kind = k, .nranks = n, .root = root % n, .dt = FC_FLOAT32,
                           .op = FC_SUM, .esize = 4};
     a.count = k == COLL_BARRIER ? 0 : count;
+    if (coll_is_v(k)) {
+        cr_assert(n <= 4096);
+        size_t at = 0;
+        for (int j = 0; j < n; j++) {
+            v_counts[j] = k == COLL_ALLTOALLV ? count : j % 5 == 4 ? 0 : count + (size_t)(j % 3);
+            v_displs[j] = at;
+            at += v_counts[j];
+        }
+        a.scounts = a.rcounts = v_counts;
+        a.sdispls = a.rdispls = v_displs;
+        a.count = k == COLL_ALLTOALLV ? at : v_counts[a.rank];
+    }
     return a;
 }
 
