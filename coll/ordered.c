@@ -26,7 +26,10 @@
  * the result overwrites it); in place, a block is received over in the
  * second phase only after the first phase sent it.
  */
+#include <stdlib.h>
+
 #include "coll.h"
+#include "log.h"
 
 struct blocks {
     int src;    /* the region of the n input blocks */
@@ -98,12 +101,9 @@ static int reduce_blocks(struct sched *s, const struct coll_args *a, const struc
     return last;
 }
 
-static fc_result_t build_allreduce(struct sched *s, const struct coll_args *a)
+static fc_result_t allreduce_steps(struct sched *s, const struct coll_args *a, int *sent)
 {
     const int n = a->nranks, r = a->rank;
-    if (n > 4096)
-        return s->build_err = FC_ERR_UNSUPPORTED;
-    int sent[4096];
     const struct blocks b = {.src = a->in_place ? R_RECV : R_SEND};
     const struct blocks out = {.src = R_RECV};
 #define BLK(j) sbuf(R_RECV, boff(a, &out, (j)))
@@ -141,22 +141,16 @@ static fc_result_t build_allreduce(struct sched *s, const struct coll_args *a)
     return s->build_err;
 }
 
-static fc_result_t build_reduce_scatter(struct sched *s, const struct coll_args *a)
+static fc_result_t reduce_scatter_steps(struct sched *s, const struct coll_args *a, int *sent)
 {
-    if (a->nranks > 4096)
-        return s->build_err = FC_ERR_UNSUPPORTED;
-    int sent[4096];
     const struct blocks b = {.src = R_SEND, .per = a->count};
     reduce_blocks(s, a, &b, sbuf(R_RECV, 0), sent);
     return s->build_err;
 }
 
-static fc_result_t build_reduce(struct sched *s, const struct coll_args *a)
+static fc_result_t reduce_steps(struct sched *s, const struct coll_args *a, int *sent)
 {
     const int n = a->nranks, r = a->rank, root = a->root;
-    if (n > 4096)
-        return s->build_err = FC_ERR_UNSUPPORTED;
-    int sent[4096];
     const int is_root = r == root;
     const struct blocks b = {.src = is_root && a->in_place ? R_RECV : R_SEND};
     const struct blocks out = {.src = R_RECV};
@@ -181,6 +175,34 @@ static fc_result_t build_reduce(struct sched *s, const struct coll_args *a)
             sched_dep(s, rcv, sent[j], 0);
     }
     return s->build_err;
+}
+
+/* A builder with the array of the first phase's sends (one per rank). */
+static fc_result_t with_sent(struct sched *s, const struct coll_args *a,
+                             fc_result_t (*steps)(struct sched *, const struct coll_args *, int *))
+{
+    int *sent = malloc(sizeof(int) * (size_t)a->nranks);
+    if (!sent)
+        return s->build_err = FC_ERR(FC_ERR_NO_MEMORY, "%s ordered: out of memory for %d ranks",
+                                     coll_kind_name(a->kind), a->nranks);
+    fc_result_t rc = steps(s, a, sent);
+    free(sent);
+    return rc;
+}
+
+static fc_result_t build_allreduce(struct sched *s, const struct coll_args *a)
+{
+    return with_sent(s, a, allreduce_steps);
+}
+
+static fc_result_t build_reduce_scatter(struct sched *s, const struct coll_args *a)
+{
+    return with_sent(s, a, reduce_scatter_steps);
+}
+
+static fc_result_t build_reduce(struct sched *s, const struct coll_args *a)
+{
+    return with_sent(s, a, reduce_steps);
 }
 
 /* Two passes over the bytes (the direct reduce-scatter, then the ring or
