@@ -525,10 +525,8 @@ static fc_result_t do_alltoallv(const void *sendbuf, void *recvbuf, const size_t
                       "form; pass disjoint buffers");
     if ((rc = check_overlap(sendbuf, sext * es, recvbuf, rext * es, 0)) != FC_SUCCESS)
         return rc;
-    size_t total = 0;
-    for (int i = 0; i < comm->size; i++)
-        total += sendcounts[i];
-    struct coll_args a = args_of(comm, COLL_ALLTOALLV, total, dt, FC_SUM, 0, es, 0);
+    struct coll_args a = args_of(comm, COLL_ALLTOALLV, coll_v_sum(sendcounts, comm->size), dt,
+                                 FC_SUM, 0, es, 0);
     a.scounts = sendcounts;
     a.sdispls = sdispls;
     a.rcounts = recvcounts;

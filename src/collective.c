@@ -24,11 +24,6 @@
 /* ---- the call's signature (sched_sign) --------------------------------------
  * 63..60 collective | 59..56 datatype | 55..53 op (reductions) | 52..36 root
  * (rooted collectives, mod 2^17) | 35..0 count (mod 2^36). */
-static int coll_reduces(enum coll_kind k)
-{
-    return k == COLL_ALLREDUCE || k == COLL_REDUCE || k == COLL_REDUCE_SCATTER;
-}
-
 static int coll_rooted(enum coll_kind k)
 {
     return k == COLL_BCAST || k == COLL_REDUCE || k == COLL_GATHER || k == COLL_SCATTER;
@@ -62,7 +57,7 @@ static uint64_t coll_signature(const struct coll_args *a)
         return (uint64_t)a->kind << 60 | ((uint64_t)a->dt & 0xf) << 56 |
                counts_hash(a->rcounts, a->nranks) << 36 |
                ((uint64_t)coll_v_sum(a->rcounts, a->nranks) & 0xfffffffffull);
-    uint64_t op = coll_reduces(a->kind) ? (uint64_t)a->op : 0;
+    uint64_t op = coll_kind_reduces(a->kind) ? (uint64_t)a->op : 0;
     uint64_t root = coll_rooted(a->kind) ? (uint64_t)a->root : 0;
     uint64_t count = a->kind == COLL_BARRIER ? 0 : (uint64_t)a->count;
     return (uint64_t)a->kind << 60 | ((uint64_t)a->dt & 0xf) << 56 | (op & 0x7) << 53 |
@@ -97,7 +92,7 @@ static void coll_signature_desc(uint64_t sig, char *buf, size_t len)
                      reduce_dt_name((int)((sig >> 56) & 0xf)));
     if (n < 0 || (size_t)n >= len)
         return;
-    if (coll_reduces(k))
+    if (coll_kind_reduces(k))
         n += snprintf(buf + n, len - (size_t)n, " (%s)", reduce_op_name((int)((sig >> 53) & 0x7)));
     if (n >= 0 && (size_t)n < len && coll_rooted(k))
         snprintf(buf + n, len - (size_t)n, ", root %d", (int)((sig >> 36) & 0x1ffff));

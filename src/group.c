@@ -70,9 +70,7 @@ static fc_result_t drain(void)
     fc_result_t first = FC_SUCCESS;
     char *msg = NULL;
     int left = grp.n;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    double idle_since = (double)t0.tv_sec + 1e-9 * (double)t0.tv_nsec;
+    double idle_since = comm_now();
     while (left > 0) {
         int moved = 0;
         for (int i = 0; i < grp.n; i++) {
@@ -94,9 +92,7 @@ static fc_result_t drain(void)
         }
         /* nothing moved: let the other ranks of this node run, and after
          * GROUP_YIELD_S of that nap briefly */
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double t = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+        double t = comm_now();
         if (moved || left == 0) {
             idle_since = t;
         } else if (t - idle_since < GROUP_YIELD_S) {

@@ -92,19 +92,18 @@ void log_set_rank(int rank)
     pthread_mutex_unlock(&log_lock);
 }
 
-/* Expands %h (host), %p (pid), %r (rank) in the FC_DEBUG_FILE pattern. */
-static void expand_pattern(char *out, size_t outlen)
+void log_expand_pattern(const char *pattern, int rank, char *out, size_t outlen)
 {
     size_t o = 0;
-    for (const char *p = log_pattern; *p && o + 1 < outlen; p++) {
+    for (const char *p = pattern; *p && o + 1 < outlen; p++) {
         if (*p == '%' && p[1]) {
             char tmp[300];
             switch (p[1]) {
             case 'h': snprintf(tmp, sizeof(tmp), "%s", log_hostname()); break;
             case 'p': snprintf(tmp, sizeof(tmp), "%d", (int)getpid()); break;
             case 'r':
-                if (log_rank >= 0)
-                    snprintf(tmp, sizeof(tmp), "%d", log_rank);
+                if (rank >= 0)
+                    snprintf(tmp, sizeof(tmp), "%d", rank);
                 else
                     snprintf(tmp, sizeof(tmp), "x");
                 break;
@@ -130,7 +129,7 @@ static FILE *log_stream(void)
         return log_fp;
     if (log_pattern[0]) {
         char path[512];
-        expand_pattern(path, sizeof(path));
+        log_expand_pattern(log_pattern, log_rank, path, sizeof(path));
         log_fp = fopen(path, "a");
         if (log_fp) {
             setvbuf(log_fp, NULL, _IOLBF, 0);

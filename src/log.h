@@ -74,6 +74,9 @@ const char *err_get(void);
 /* "invalid argument", "timed out": what fc_strerror answers. */
 const char *err_code_name(fc_result_t code);
 
+/* Expands %h (host), %p (pid), %r (rank; "x" when rank < 0) and %% in a
+ * file pattern (FC_DEBUG_FILE, FC_PROFILE_FILE). */
+void log_expand_pattern(const char *pattern, int rank, char *out, size_t outlen);
 /* Hostname of this process (cached). */
 const char *log_hostname(void);
 /* "64 KiB", "1.5 MiB": bytes in binary units, 4 significant digits (tools'

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "fabcoll_profiler.h"
 #include "log.h"
@@ -39,32 +38,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* %r rank, %h host, %p pid, %% */
-static void expand(const char *pat, int rank, char *out, size_t len)
-{
-    size_t o = 0;
-    for (const char *p = pat; *p && o + 1 < len; p++) {
-        char tmp[256];
-        if (*p == '%' && p[1]) {
-            switch (*++p) {
-            case 'r': snprintf(tmp, sizeof(tmp), "%d", rank); break;
-            case 'h': snprintf(tmp, sizeof(tmp), "%s", log_hostname()); break;
-            case 'p': snprintf(tmp, sizeof(tmp), "%d", (int)getpid()); break;
-            default: snprintf(tmp, sizeof(tmp), "%c", *p); break;
-            }
-        } else {
-            tmp[0] = *p;
-            tmp[1] = '\0';
-        }
-        size_t l = strlen(tmp);
-        if (o + l >= len)
-            break;
-        memcpy(out + o, tmp, l);
-        o += l;
-    }
-    out[o] = '\0';
 }
 
 static void at_exit(void)
@@ -106,7 +79,7 @@ void prof_setup(const cfg_t *cfg, int rank, int nranks)
     }
     if (cfg->profile_file[0]) {
         char path[1024];
-        expand(cfg->profile_file, rank, path, sizeof(path));
+        log_expand_pattern(cfg->profile_file, rank, path, sizeof(path));
         trace = fopen(path, "w");
         if (!trace)
             FC_WARN(LOG_INIT, "FC_PROFILE_FILE: cannot write %s; no trace", path);

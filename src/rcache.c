@@ -20,8 +20,8 @@
 static int same_call(const struct fc_request *r, const struct coll_args *a)
 {
     const struct coll_args *k = &r->key;
-    return !coll_is_v(a->kind) && k->kind == a->kind && k->root == a->root &&
-           k->count == a->count && k->dt == a->dt && k->op == a->op && k->in_place == a->in_place;
+    return k->kind == a->kind && k->root == a->root && k->count == a->count && k->dt == a->dt &&
+           k->op == a->op && k->in_place == a->in_place;
 }
 
 /* Takes a kept schedule of this very call out of the cache. Its algorithm
