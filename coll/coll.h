@@ -75,6 +75,11 @@ struct coll_args {
      * scounts[j] to rank j and rcounts[j] from it (count is the sum of
      * scounts, for messages). Read only while the schedule is built. */
     const size_t *scounts, *sdispls, *rcounts, *rdispls;
+    /* A pre-scaled sum (fc_op_create_premulsum; op is then FC_SUM): this
+     * rank's scalar, esize bytes of dt, by which its input is multiplied
+     * before the sum; NULL: none. The builders ignore it (the input is
+     * scaled before their steps run: sched_premul_input). */
+    const void *premul;
 };
 
 /* Kinds that reduce (FC_REPRODUCIBLE's business). */

@@ -52,7 +52,10 @@ FC_API const char *fc_last_error(void);
 /* ---- types ------------------------------------------------------------- */
 typedef enum {
     FC_INT8, FC_UINT8, FC_INT32, FC_UINT32, FC_INT64, FC_UINT64,
-    FC_FLOAT16, FC_BFLOAT16, FC_FLOAT32, FC_FLOAT64
+    FC_FLOAT16, FC_BFLOAT16, FC_FLOAT32, FC_FLOAT64,
+    /* OCP fp8: reductions compute each step in fp32 and store it rounded to
+     * nearest even, saturating to the largest finite value (448, 57344) */
+    FC_FLOAT8_E4M3, FC_FLOAT8_E5M2
 } fc_datatype_t;
 typedef enum { FC_SUM, FC_PROD, FC_MIN, FC_MAX, FC_AVG } fc_op_t;
 
@@ -65,6 +68,17 @@ typedef struct fc_comm *fc_comm_t;
 typedef struct {
     char internal[FC_UNIQUE_ID_BYTES];
 } fc_unique_id_t;
+
+/* A pre-scaled sum: reduces the sum of (scalar * x), where scalar (a host
+ * value of dt, read at this call) is this rank's and multiplies its own
+ * input before the sum, in dt's arithmetic (integers wrap; the half and
+ * fp8 types multiply in fp32 and round once). The op is valid on comm
+ * only, with dt only, for allreduce, reduce and reduce_scatter; not
+ * collective (each rank makes its own, in any order). */
+FC_API fc_result_t fc_op_create_premulsum(fc_op_t *op, const void *scalar, fc_datatype_t dt,
+                                          fc_comm_t comm);
+/* Frees an op of fc_op_create_premulsum once no call that uses it runs. */
+FC_API fc_result_t fc_op_destroy(fc_op_t op, fc_comm_t comm);
 
 /* rank/size/peers from the launcher: PMIx, fc_run, or Slurm. */
 FC_API fc_result_t fc_comm_init(fc_comm_t *comm);

@@ -28,17 +28,43 @@ static fc_result_t check_type(fc_datatype_t dt, size_t *esize)
 {
     if (!reduce_dt_valid((int)dt))
         return FC_ERR(FC_ERR_INVALID_ARGUMENT,
-                      "datatype %d is not valid (FC_INT8 .. FC_FLOAT64, 0..9)", (int)dt);
+                      "datatype %d is not valid (FC_INT8 .. FC_FLOAT8_E5M2, 0..11)", (int)dt);
     *esize = fc_datatype_size(dt);
     return FC_SUCCESS;
 }
 
-static fc_result_t check_op(fc_op_t op)
+/* A built-in op, or a pre-scaled sum made on comm for dt: *op becomes
+ * FC_SUM, its scalar is copied to scalar (8 bytes) and *premul points
+ * there (NULL for a built-in op). */
+static fc_result_t check_op(fc_comm_t comm, fc_op_t *op, fc_datatype_t dt, unsigned char *scalar,
+                           const void **premul)
 {
-    if (!reduce_op_valid((int)op))
-        return FC_ERR(FC_ERR_INVALID_ARGUMENT,
-                      "op %d is not valid (FC_SUM, FC_PROD, FC_MIN, FC_MAX, FC_AVG)", (int)op);
-    return FC_SUCCESS;
+    *premul = NULL;
+    if (reduce_op_valid((int)*op))
+        return FC_SUCCESS;
+    const int i = (int)*op - COMM_PREMUL_OP0;
+    fc_result_t rc = FC_SUCCESS;
+    pthread_mutex_lock(&comm->sh->lock);
+    const struct comm_premul *p = i >= 0 && i < comm->npremul && comm->premul[i].used
+                                      ? &comm->premul[i]
+                                      : NULL;
+    if (!p)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                    "op %d is not valid: neither FC_SUM, FC_PROD, FC_MIN, FC_MAX, FC_AVG nor an "
+                    "op fc_op_create_premulsum made on this communicator and not yet destroyed",
+                    (int)*op);
+    else if (p->dt != dt)
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                    "op %d is a pre-scaled sum of %s, used here on %s: make one per datatype",
+                    (int)*op, reduce_dt_name((int)p->dt), reduce_dt_name((int)dt));
+    else {
+        memcpy(scalar, p->scalar, sizeof(p->scalar));
+        *premul = scalar;
+    }
+    pthread_mutex_unlock(&comm->sh->lock);
+    if (rc == FC_SUCCESS)
+        *op = FC_SUM;
+    return rc;
 }
 
 /* count * esize * mult must fit in size_t (and stay below 2^62: the engine
@@ -145,9 +171,11 @@ static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count
 {
     fc_result_t rc;
     size_t es = 1;
+    const void *pm = NULL;
+    unsigned char pms[8];
     if ((rc = check_comm(comm)) != FC_SUCCESS ||
         (rc = check_type(dt, &es)) != FC_SUCCESS ||
-        (rc = check_op(op)) != FC_SUCCESS ||
+        (rc = check_op(comm, &op, dt, pms, &pm)) != FC_SUCCESS ||
         (rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
         (rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS ||
         (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS ||
@@ -155,6 +183,7 @@ static fc_result_t do_allreduce(const void *sendbuf, void *recvbuf, size_t count
             FC_SUCCESS)
         return rc;
     struct coll_args a = args_of(comm, COLL_ALLREDUCE, count, dt, op, 0, es, sendbuf == recvbuf);
+    a.premul = pm;
     return run(comm, &a, sendbuf, recvbuf, h);
 }
 
@@ -213,9 +242,11 @@ static fc_result_t do_reduce(const void *sendbuf, void *recvbuf, size_t count, f
 {
     fc_result_t rc;
     size_t es = 1;
+    const void *pm = NULL;
+    unsigned char pms[8];
     if ((rc = check_comm(comm)) != FC_SUCCESS ||
         (rc = check_type(dt, &es)) != FC_SUCCESS ||
-        (rc = check_op(op)) != FC_SUCCESS ||
+        (rc = check_op(comm, &op, dt, pms, &pm)) != FC_SUCCESS ||
         (rc = check_rank(root, comm->size, "root")) != FC_SUCCESS ||
         (rc = check_count(count, es, 1, "count")) != FC_SUCCESS ||
         (rc = check_buf(sendbuf, count * es, es, "sendbuf")) != FC_SUCCESS ||
@@ -226,6 +257,7 @@ static fc_result_t do_reduce(const void *sendbuf, void *recvbuf, size_t count, f
         return rc;
     struct coll_args a = args_of(comm, COLL_REDUCE, count, dt, op, root, es,
                                  comm->rank == root && sendbuf == recvbuf);
+    a.premul = pm;
     return run(comm, &a, sendbuf, comm->rank == root ? recvbuf : NULL, h);
 }
 
@@ -286,9 +318,11 @@ static fc_result_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t 
 {
     fc_result_t rc;
     size_t es = 1;
+    const void *pm = NULL;
+    unsigned char pms[8];
     if ((rc = check_comm(comm)) != FC_SUCCESS ||
         (rc = check_type(dt, &es)) != FC_SUCCESS ||
-        (rc = check_op(op)) != FC_SUCCESS ||
+        (rc = check_op(comm, &op, dt, pms, &pm)) != FC_SUCCESS ||
         (rc = check_count(count, es, (size_t)comm->size, "recvcount")) != FC_SUCCESS ||
         (rc = check_buf(sendbuf, count * es * (size_t)comm->size, es, "sendbuf")) != FC_SUCCESS ||
         (rc = check_buf(recvbuf, count * es, es, "recvbuf")) != FC_SUCCESS)
@@ -298,6 +332,7 @@ static fc_result_t do_reduce_scatter(const void *sendbuf, void *recvbuf, size_t 
         FC_SUCCESS)
         return rc;
     struct coll_args a = args_of(comm, COLL_REDUCE_SCATTER, count, dt, op, 0, es, ip);
+    a.premul = pm;
     return run(comm, &a, sendbuf, recvbuf, h);
 }
 
@@ -802,6 +837,70 @@ fc_result_t fc_comm_split(fc_comm_t comm, int color, int key, fc_comm_t *newcomm
     if (rc == FC_SUCCESS)
         rc = comm_split(comm, color, key, newcomm);
     return named("fc_comm_split", rc);
+}
+
+/* ---- pre-scaled sums -------------------------------------------------------- */
+
+fc_result_t fc_op_create_premulsum(fc_op_t *op, const void *scalar, fc_datatype_t dt,
+                                   fc_comm_t comm)
+{
+    fc_result_t rc;
+    size_t es = 1;
+    if (!op || !scalar)
+        return named("fc_op_create_premulsum",
+                     FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", !op ? "op" : "scalar"));
+    if ((rc = check_comm(comm)) != FC_SUCCESS || (rc = check_type(dt, &es)) != FC_SUCCESS)
+        return named("fc_op_create_premulsum", rc);
+    pthread_mutex_lock(&comm->sh->lock);
+    int i = 0;
+    while (i < comm->npremul && comm->premul[i].used)
+        i++;
+    if (i == comm->npremul) {
+        struct comm_premul *t = NULL;
+        if (i < COMM_PREMUL_MAX)
+            t = realloc(comm->premul, sizeof(*t) * (size_t)(i + 1));
+        if (!t)
+            rc = i < COMM_PREMUL_MAX
+                     ? FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a pre-scaled sum")
+                     : FC_ERR(FC_ERR_NO_MEMORY,
+                              "%d pre-scaled sums exist on this communicator, the most it "
+                              "keeps: destroy those no longer used (fc_op_destroy)",
+                              COMM_PREMUL_MAX);
+        else
+            comm->premul = t, comm->npremul++;
+    }
+    if (rc == FC_SUCCESS) {
+        struct comm_premul *p = &comm->premul[i];
+        memset(p, 0, sizeof(*p));
+        p->used = 1;
+        p->dt = dt;
+        memcpy(p->scalar, scalar, es); /* read now: the value at the call counts */
+        *op = (fc_op_t)(COMM_PREMUL_OP0 + i);
+    }
+    pthread_mutex_unlock(&comm->sh->lock);
+    return named("fc_op_create_premulsum", rc);
+}
+
+fc_result_t fc_op_destroy(fc_op_t op, fc_comm_t comm)
+{
+    fc_result_t rc;
+    if ((rc = check_comm(comm)) != FC_SUCCESS)
+        return named("fc_op_destroy", rc);
+    if (reduce_op_valid((int)op))
+        return named("fc_op_destroy", FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                                             "op %d is built in (%s): only ops made by "
+                                             "fc_op_create_premulsum are destroyed",
+                                             (int)op, reduce_op_name((int)op)));
+    const int i = (int)op - COMM_PREMUL_OP0;
+    pthread_mutex_lock(&comm->sh->lock);
+    if (i >= 0 && i < comm->npremul && comm->premul[i].used)
+        comm->premul[i].used = 0;
+    else
+        rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                    "op %d was not made on this communicator by fc_op_create_premulsum, or "
+                    "was destroyed already", (int)op);
+    pthread_mutex_unlock(&comm->sh->lock);
+    return named("fc_op_destroy", rc);
 }
 
 fc_result_t fc_comm_dup(fc_comm_t comm, fc_comm_t *newcomm)

@@ -51,13 +51,16 @@ static uint64_t pair_signature(const struct coll_args *a, size_t lo_hi, size_t h
            ((uint64_t)lo_hi & 0xfffffffull) << 28 | ((uint64_t)hi_lo & 0xfffffffull);
 }
 
+/* The op field of a pre-scaled sum (the scalars may differ by rank). */
+#define SIG_OP_PREMUL 5u
+
 static uint64_t coll_signature(const struct coll_args *a)
 {
     if (a->kind == COLL_ALLGATHERV)
         return (uint64_t)a->kind << 60 | ((uint64_t)a->dt & 0xf) << 56 |
                counts_hash(a->rcounts, a->nranks) << 36 |
                ((uint64_t)coll_v_sum(a->rcounts, a->nranks) & 0xfffffffffull);
-    uint64_t op = coll_kind_reduces(a->kind) ? (uint64_t)a->op : 0;
+    uint64_t op = !coll_kind_reduces(a->kind) ? 0 : a->premul ? SIG_OP_PREMUL : (uint64_t)a->op;
     uint64_t root = coll_rooted(a->kind) ? (uint64_t)a->root : 0;
     uint64_t count = a->kind == COLL_BARRIER ? 0 : (uint64_t)a->count;
     return (uint64_t)a->kind << 60 | ((uint64_t)a->dt & 0xf) << 56 | (op & 0x7) << 53 |
@@ -92,8 +95,11 @@ static void coll_signature_desc(uint64_t sig, char *buf, size_t len)
                      reduce_dt_name((int)((sig >> 56) & 0xf)));
     if (n < 0 || (size_t)n >= len)
         return;
-    if (coll_kind_reduces(k))
-        n += snprintf(buf + n, len - (size_t)n, " (%s)", reduce_op_name((int)((sig >> 53) & 0x7)));
+    if (coll_kind_reduces(k)) {
+        const int op = (int)((sig >> 53) & 0x7);
+        n += snprintf(buf + n, len - (size_t)n, " (%s)",
+                      op == SIG_OP_PREMUL ? "pre-scaled sum" : reduce_op_name(op));
+    }
     if (n >= 0 && (size_t)n < len && coll_rooted(k))
         snprintf(buf + n, len - (size_t)n, ", root %d", (int)((sig >> 36) & 0x1ffff));
 }
@@ -207,7 +213,20 @@ static fc_result_t build_from(struct fc_comm *c, struct comm_call *call, const c
         r->s.coll_name = coll_kind_name(a->kind);
         r->s.algo_name = al->name;
         r->s.sig_desc = coll_signature_desc;
-        rc = al->build(&r->s, a);
+        if (a->premul) {
+            /* the algorithm reads its input from R_SEND, which then moves
+             * to the scaled copy */
+            struct coll_args b = *a;
+            b.in_place = 0;
+            rc = al->build(&r->s, &b);
+            const size_t in = a->count * a->esize *
+                              (a->kind == COLL_REDUCE_SCATTER ? (size_t)a->nranks : 1);
+            const int from = a->in_place && a->kind != COLL_REDUCE_SCATTER ? R_RECV : R_SEND;
+            if (rc == FC_SUCCESS)
+                rc = sched_premul_input(&r->s, from, in, a->premul);
+        } else {
+            rc = al->build(&r->s, a);
+        }
         if (rc == FC_SUCCESS && a->kind == COLL_ALLTOALLV)
             rc = sign_pairs(&r->s, a);
         else if (rc == FC_SUCCESS && coll_message_bound(a) > SIGN_GATE_MIN)

@@ -133,6 +133,7 @@ static void comm_free(struct fc_comm *c)
         return;
     free(c->peers);
     free(c->node);
+    free(c->premul);
     free(c->p2p_sent);
     free(c->p2p_recvd);
     free(c->hosts);

@@ -160,6 +160,18 @@ struct fc_comm {
      * to allocate. Family lock. */
     struct fc_request *rcache[COMM_RCACHE];
     int nrcache;
+    /* pre-scaled sums made on it (fc_op_create_premulsum): op value
+     * COMM_PREMUL_OP0 + i is premul[i]; family lock */
+    struct comm_premul *premul;
+    int npremul;
+};
+
+#define COMM_PREMUL_OP0 64
+#define COMM_PREMUL_MAX 65536
+struct comm_premul {
+    int used;
+    fc_datatype_t dt;
+    unsigned char scalar[8];
 };
 
 struct fc_request {

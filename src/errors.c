@@ -20,7 +20,9 @@ size_t fc_datatype_size(fc_datatype_t dt)
 {
     switch (dt) {
     case FC_INT8:
-    case FC_UINT8: return 1;
+    case FC_UINT8:
+    case FC_FLOAT8_E4M3:
+    case FC_FLOAT8_E5M2: return 1;
     case FC_FLOAT16:
     case FC_BFLOAT16: return 2;
     case FC_INT32:

@@ -45,7 +45,7 @@ struct fc_request *comm_rcache_take(struct fc_comm *c, const struct coll_args *a
 
 struct fc_request *comm_rcache_put(struct fc_comm *c, struct fc_request *r)
 {
-    if (!r->algo || coll_is_v(r->key.kind) || r->result != FC_SUCCESS || r->s.xfers_out || r->p2p ||
+    if (!r->algo || coll_is_v(r->key.kind) || r->key.premul || r->result != FC_SUCCESS || r->s.xfers_out || r->p2p ||
         r->tp || r->stream_ordered || r->delivery || c->broken != FC_SUCCESS ||
         r->key.count * r->key.esize > COMM_RCACHE_MAX_BYTES)
         return r;

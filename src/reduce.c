@@ -38,6 +38,8 @@
 
 #include <string.h>
 
+#include "fp8.h"
+
 /* ------------------------------------------------------------------------
  * 1. Element access
  * ------------------------------------------------------------------------ */
@@ -237,6 +239,24 @@ static inline void st_bf16(void *p, size_t i, float v)
 {
     st_u16(p, i, rd_float_to_bf16(v));
 }
+/* fp8 (fp8.h): loads widen to fp32 exactly, stores round to nearest-even
+ * and saturate to the largest finite value. */
+static inline float ld_e4m3(const void *p, size_t i)
+{
+    return fp8_e4m3_to_f32(ld_u8(p, i));
+}
+static inline void st_e4m3(void *p, size_t i, float v)
+{
+    st_u8(p, i, fp8_e4m3_from_f32(v));
+}
+static inline float ld_e5m2(const void *p, size_t i)
+{
+    return fp8_e5m2_to_f32(ld_u8(p, i));
+}
+static inline void st_e5m2(void *p, size_t i, float v)
+{
+    st_u8(p, i, fp8_e5m2_from_f32(v));
+}
 
 /* ------------------------------------------------------------------------
  * 3. Operators
@@ -397,6 +417,12 @@ static inline double max_f64(double x, double y)
         const WT div = (WT)RD_DIVISOR(d);                                                          \
         for (size_t i = 0; i < n; i++)                                                             \
             st_##tag(dst, i, (T)((WT)ld_##tag(src, i) / div));                                     \
+    }                                                                                              \
+    static void p_##tag(void *dst, const void *src, size_t n, const void *scalar)                  \
+    {                                                                                              \
+        const UT m = ld_##utag(scalar, 0);                                                         \
+        for (size_t i = 0; i < n; i++)                                                             \
+            st_##utag(dst, i, prod_##tag(ld_##utag(src, i), m));                                  \
     }
 
 /* The contract is divisor >= 1; a 0 (caller bug) is treated as 1 rather than
@@ -423,6 +449,12 @@ static inline double max_f64(double x, double y)
         const CT div = (CT)RD_DIVISOR(d);                                                          \
         for (size_t i = 0; i < n; i++)                                                             \
             st_##tag(dst, i, ld_##tag(src, i) / div);                                              \
+    }                                                                                              \
+    static void p_##tag(void *dst, const void *src, size_t n, const void *scalar)                  \
+    {                                                                                              \
+        const CT m = ld_##tag(scalar, 0);                                                          \
+        for (size_t i = 0; i < n; i++)                                                             \
+            st_##tag(dst, i, ld_##tag(src, i) * m);                                                \
     }
 
 RD_DEF_INT(i8, int8_t, u8, uint8_t, i8, int8_t, int64_t)
@@ -435,12 +467,14 @@ RD_DEF_FLOAT(f16, float, f32)
 RD_DEF_FLOAT(bf16, float, f32)
 RD_DEF_FLOAT(f32, float, f32)
 RD_DEF_FLOAT(f64, double, f64)
+RD_DEF_FLOAT(e4m3, float, f32)
+RD_DEF_FLOAT(e5m2, float, f32)
 
 /* ------------------------------------------------------------------------
  * 5. Tables and helpers
  * ------------------------------------------------------------------------ */
 
-#define RD_NDT ((int)FC_FLOAT64 + 1)
+#define RD_NDT ((int)FC_FLOAT8_E5M2 + 1)
 #define RD_NOP ((int)FC_AVG + 1)
 
 /* Row order follows fc_datatype_t, column order fc_op_t. FC_AVG reduces
@@ -455,20 +489,28 @@ static const reduce_fn rd_kernels[RD_NDT][RD_NOP] = {
     [FC_INT8] = RD_ROW(i8),     [FC_UINT8] = RD_ROW(u8),      [FC_INT32] = RD_ROW(i32),
     [FC_UINT32] = RD_ROW(u32),  [FC_INT64] = RD_ROW(i64),     [FC_UINT64] = RD_ROW(u64),
     [FC_FLOAT16] = RD_ROW(f16), [FC_BFLOAT16] = RD_ROW(bf16), [FC_FLOAT32] = RD_ROW(f32),
-    [FC_FLOAT64] = RD_ROW(f64),
+    [FC_FLOAT64] = RD_ROW(f64),  [FC_FLOAT8_E4M3] = RD_ROW(e4m3), [FC_FLOAT8_E5M2] = RD_ROW(e5m2),
 };
 
 static const reduce_scale_fn rd_scales[RD_NDT] = {
     [FC_INT8] = s_i8,     [FC_UINT8] = s_u8,    [FC_INT32] = s_i32,   [FC_UINT32] = s_u32,
     [FC_INT64] = s_i64,   [FC_UINT64] = s_u64,  [FC_FLOAT16] = s_f16, [FC_BFLOAT16] = s_bf16,
-    [FC_FLOAT32] = s_f32, [FC_FLOAT64] = s_f64,
+    [FC_FLOAT32] = s_f32, [FC_FLOAT64] = s_f64, [FC_FLOAT8_E4M3] = s_e4m3,
+    [FC_FLOAT8_E5M2] = s_e5m2,
+};
+
+static const reduce_premul_fn rd_premuls[RD_NDT] = {
+    [FC_INT8] = p_i8,     [FC_UINT8] = p_u8,    [FC_INT32] = p_i32,   [FC_UINT32] = p_u32,
+    [FC_INT64] = p_i64,   [FC_UINT64] = p_u64,  [FC_FLOAT16] = p_f16, [FC_BFLOAT16] = p_bf16,
+    [FC_FLOAT32] = p_f32, [FC_FLOAT64] = p_f64, [FC_FLOAT8_E4M3] = p_e4m3,
+    [FC_FLOAT8_E5M2] = p_e5m2,
 };
 
 static const char *const rd_dt_names[RD_NDT] = {
     [FC_INT8] = "int8",       [FC_UINT8] = "uint8",       [FC_INT32] = "int32",
     [FC_UINT32] = "uint32",   [FC_INT64] = "int64",       [FC_UINT64] = "uint64",
     [FC_FLOAT16] = "float16", [FC_BFLOAT16] = "bfloat16", [FC_FLOAT32] = "float32",
-    [FC_FLOAT64] = "float64",
+    [FC_FLOAT64] = "float64", [FC_FLOAT8_E4M3] = "float8_e4m3", [FC_FLOAT8_E5M2] = "float8_e5m2",
 };
 
 static const char *const rd_op_names[RD_NOP] = {
@@ -500,6 +542,13 @@ reduce_scale_fn reduce_scale_get(fc_datatype_t dt)
     if ((unsigned)dt >= (unsigned)RD_NDT)
         return NULL;
     return rd_scales[dt];
+}
+
+reduce_premul_fn reduce_premul_get(fc_datatype_t dt)
+{
+    if ((unsigned)dt >= (unsigned)RD_NDT)
+        return NULL;
+    return rd_premuls[dt];
 }
 
 const char *reduce_dt_name(int dt)

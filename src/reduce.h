@@ -14,6 +14,8 @@
  *    integers divide truncating toward zero;
  *  - FLOAT16 (IEEE binary16) and BFLOAT16: each step is computed in fp32 and
  *    rounded to nearest-even when stored;
+ *  - FLOAT8_E4M3 and FLOAT8_E5M2 likewise, and a result beyond the largest
+ *    finite value (infinities included) saturates to it (fp8.h);
  *  - floating MIN/MAX propagate NaN: if either input is NaN the result is NaN
  *    (a NaN anywhere in a reduction shows up in the result instead of being
  *    silently dropped, which is what a divergence check wants).
@@ -36,10 +38,17 @@
 typedef void (*reduce_fn)(void *dst, const void *a, const void *b, size_t n);
 typedef void (*reduce_scale_fn)(void *dst, const void *src, size_t n, uint32_t divisor);
 
+typedef void (*reduce_premul_fn)(void *dst, const void *src, size_t n, const void *scalar);
+
 /* Kernel for (dt, op); NULL when dt or op is not a valid enum value. */
 reduce_fn reduce_fn_get(fc_datatype_t dt, fc_op_t op);
 /* dst[i] = src[i] / divisor (divisor >= 1); NULL for an invalid dt. */
 reduce_scale_fn reduce_scale_get(fc_datatype_t dt);
+/* dst[i] = src[i] * *scalar (a value of dt) with dt's arithmetic: integers
+ * wrap, the half and fp8 types multiply in fp32 and round (and saturate)
+ * once; the first step of a pre-scaled sum (fc_op_create_premulsum).
+ * NULL for an invalid dt. */
+reduce_premul_fn reduce_premul_get(fc_datatype_t dt);
 
 int reduce_dt_valid(int dt);
 int reduce_op_valid(int op);

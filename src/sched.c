@@ -244,6 +244,42 @@ int sched_scale(struct sched *s, struct sched_buf buf, size_t len)
     return i;
 }
 
+fc_result_t sched_premul_input(struct sched *s, int from, size_t bytes, const void *scalar)
+{
+    if (s->build_err)
+        return s->build_err;
+    const uint32_t n0 = s->nsteps;
+    uint8_t *has_pred = calloc(n0 ? n0 : 1, 1);
+    if (!has_pred)
+        return s->build_err = FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a pre-scaled sum");
+    for (uint32_t e = 0; e < s->nedges; e++)
+        has_pred[s->edges[e].step] = 1;
+    const size_t off = sched_scratch(s, bytes);
+    for (uint32_t i = 0; i < n0; i++) {
+        struct sched_buf *b[3] = {&s->steps[i].dst, &s->steps[i].a, &s->steps[i].b};
+        for (int k = 0; k < 3; k++)
+            if (b[k]->region == R_SEND)
+                *b[k] = sbuf(R_SCRATCH, off + b[k]->off);
+    }
+    memcpy(s->premul, scalar, s->esize <= sizeof(s->premul) ? s->esize : sizeof(s->premul));
+    /* the step goes first (a step depends only on earlier ones): appended,
+     * then moved to the front, every index of the edges one up */
+    if (add_step(s, SOP_PREMUL, bytes) >= 0) {
+        struct sched_step pm = s->steps[n0];
+        memmove(&s->steps[1], &s->steps[0], sizeof(*s->steps) * n0);
+        s->steps[0] = pm;
+        s->steps[0].dst = sbuf(R_SCRATCH, off);
+        s->steps[0].a = sbuf(from, 0);
+        for (uint32_t e = 0; e < s->nedges; e++)
+            s->edges[e].step++, s->edges[e].pred++;
+        for (uint32_t i = 0; i < n0; i++)
+            if (!has_pred[i])
+                sched_dep(s, (int)i + 1, 0, 0);
+    }
+    free(has_pred);
+    return s->build_err;
+}
+
 int sched_reduce_all(struct sched *s, struct sched_buf dst, struct sched_buf vecs, int first,
                      size_t len)
 {
@@ -557,6 +593,9 @@ static void do_local(struct sched *s, struct sched_step *st, uint32_t k)
     case SOP_SCALE:
         s->sfn(dst, dst, len / s->esize, (uint32_t)s->nranks);
         break;
+    case SOP_PREMUL:
+        s->pfn(dst, ptr_of(s, st->a, off), len / s->esize, s->premul);
+        break;
     case SOP_REDUCE_ALL: {
         /* the one loop over n vectors, the transports' too */
         struct local_op lo = {.kind = LOCAL_REDUCE_ALL, .dst = dst, .a = ptr_of(s, st->a, off),
@@ -624,6 +663,7 @@ static void try_issue(struct sched *s, uint32_t i)
                 .kind = st->op == SOP_REDUCE       ? LOCAL_REDUCE
                         : st->op == SOP_COPY       ? LOCAL_COPY
                         : st->op == SOP_REDUCE_ALL ? LOCAL_REDUCE_ALL
+                        : st->op == SOP_PREMUL     ? LOCAL_PREMUL
                                                    : LOCAL_SCALE,
                 .dst = ptr_of(s, st->dst, off),
                 .a = ptr_of(s, st->a, off),
@@ -635,6 +675,7 @@ static void try_issue(struct sched *s, uint32_t i)
                 .nvec = st->op == SOP_REDUCE_ALL ? s->nranks : 0,
                 .first = st->op == SOP_REDUCE_ALL ? st->peer : 0,
                 .stride = st->len,
+                .scalar = s->premul,
                 .call = s->env.call,
             };
             x->is_send = 2;
@@ -707,6 +748,7 @@ fc_result_t sched_start(struct sched *s, const struct sched_env *env, void *send
     s->env.chunk_bytes = chunk_round(s->env.chunk_bytes);
     s->rfn = reduce_fn_get(s->dt, s->op);
     s->sfn = reduce_scale_get(s->dt);
+    s->pfn = reduce_premul_get(s->dt);
     s->base[R_SEND] = sendbuf;
     s->base[R_RECV] = recvbuf;
     s->status = FC_SUCCESS;

@@ -3,7 +3,8 @@
  * Schedules: what an algorithm builds and the engine runs.
  *
  * A schedule is a list of steps (SEND to a peer, RECV from a peer, REDUCE
- * dst = a op b, COPY, SCALE for FC_AVG's final division, NOP) over buffer
+ * dst = a op b, COPY, SCALE for FC_AVG's final division, PREMUL for a
+ * pre-scaled sum's first step, NOP) over buffer
  * regions (the user's send and receive buffers, and scratch the engine
  * allocates), with dependencies between steps. coll/ builds schedules with
  * the sched_* builder calls below and never sees a pointer or a fabric.
@@ -54,7 +55,9 @@ static inline uint64_t tag_base(uint32_t comm_id, uint64_t kind, uint64_t seq)
 
 enum sched_region { R_NONE = 0, R_SEND, R_RECV, R_SCRATCH, R_NREGIONS };
 enum sched_value { SV_NONE = 0, SV_SEND_COUNT, SV_RECV_COUNT, SV_SIGNATURE };
-enum sched_op { SOP_SEND, SOP_RECV, SOP_REDUCE, SOP_COPY, SOP_SCALE, SOP_REDUCE_ALL, SOP_NOP };
+enum sched_op {
+    SOP_SEND, SOP_RECV, SOP_REDUCE, SOP_COPY, SOP_SCALE, SOP_REDUCE_ALL, SOP_NOP, SOP_PREMUL
+};
 
 struct sched_buf {
     uint8_t region;
@@ -131,6 +134,7 @@ struct sched {
     fc_op_t op;
     size_t esize;
     int nranks;               /* divisor for SCALE */
+    unsigned char premul[8];  /* PREMUL's scalar, a value of dt (sched_premul_input) */
     const char *coll_name, *algo_name;
     /* whose call this is, for profiling events (set by the caller) */
     int prof_rank;
@@ -147,6 +151,7 @@ struct sched {
     struct sched_env env;
     reduce_fn rfn;
     reduce_scale_fn sfn;
+    reduce_premul_fn pfn;
     uint32_t *work;           /* worklist (stack of step indices) */
     uint32_t nwork;
     uint32_t *swork;          /* worklist of SEND steps, served first */
@@ -213,6 +218,15 @@ int sched_scale(struct sched *s, struct sched_buf buf, size_t len); /* buf /= nr
 int sched_reduce_all(struct sched *s, struct sched_buf dst, struct sched_buf vecs, int first,
                      size_t len);
 int sched_nop(struct sched *s);
+/* A pre-scaled sum (fc_op_create_premulsum): once the algorithm is built
+ * (reading its input from R_SEND, never in place), the input is first
+ * multiplied by scalar (esize bytes, a value of dt) into scratch: one
+ * PREMUL step from `from` (R_SEND, or R_RECV for an in-place call whose
+ * input is there) of `bytes`, every reference of the algorithm's steps to
+ * R_SEND moved to that scratch, and every step without a predecessor made
+ * to wait for it (so nothing is written over an in-place input before it
+ * is read). Call before sched_sign. Returns FC_SUCCESS or s->build_err. */
+fc_result_t sched_premul_input(struct sched *s, int from, size_t bytes, const void *scalar);
 void sched_dep(struct sched *s, int step, int pred, int chunked);
 /* A dependency between sub-ranges of one buffer: step's range starts at
  * byte `at`, pred's at `pat`. Chunked only when at <= pat (chunk k of the

@@ -459,7 +459,7 @@ int sim_run(struct sim *s, double alpha, double beta, double gamma)
         double t = e.t, fin = t;
         if (!is_msg(p)) {
             if (p->op == SOP_REDUCE || p->op == SOP_COPY || p->op == SOP_SCALE ||
-                p->op == SOP_REDUCE_ALL) {
+                p->op == SOP_REDUCE_ALL || p->op == SOP_PREMUL) {
                 double st = t > cpu_free[r] ? t : cpu_free[r];
                 double passes = p->op == SOP_REDUCE_ALL && s->n > 1 ? s->n - 1 : 1;
                 fin = st + gamma * passes * (double)p->len;

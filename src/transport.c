@@ -85,6 +85,9 @@ void transport_local_host(const struct local_op *lo)
     case LOCAL_SCALE:
         reduce_scale_get(lo->dt)(lo->dst, lo->a, cnt, lo->divisor);
         break;
+    case LOCAL_PREMUL:
+        reduce_premul_get(lo->dt)(lo->dst, lo->a, cnt, lo->scalar);
+        break;
     case LOCAL_REDUCE_ALL: {
         const int n = lo->nvec;
         const char *v = lo->a;

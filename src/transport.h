@@ -74,11 +74,11 @@ struct transport;
 
 /* A local step (reduce, copy, scale, reduce all) handed to a transport that
  * runs it asynchronously (on a GPU): dst = a op b, dst = a, dst = a /
- * divisor, or dst = the nvec vectors at a reduced in rank order (rank j's
+ * divisor, dst = a * scalar, or dst = the nvec vectors at a reduced in rank order (rank j's
  * the ((j - first) mod nvec)-th, stride bytes apart; then / nvec for
  * FC_AVG). A step cut into chunks comes as one op per chunk, each pointer
  * moved to the chunk. */
-enum local_kind { LOCAL_REDUCE, LOCAL_COPY, LOCAL_SCALE, LOCAL_REDUCE_ALL };
+enum local_kind { LOCAL_REDUCE, LOCAL_COPY, LOCAL_SCALE, LOCAL_REDUCE_ALL, LOCAL_PREMUL };
 struct local_op {
     int kind;
     void *dst;
@@ -89,6 +89,7 @@ struct local_op {
     uint32_t divisor;
     int nvec, first;   /* LOCAL_REDUCE_ALL */
     size_t stride;     /* LOCAL_REDUCE_ALL: a whole vector's bytes */
+    const void *scalar; /* LOCAL_PREMUL: dst = a * *scalar (a value of dt) */
     void *call;        /* the request's context for the transport (sched_env.call) */
 };
 

@@ -512,7 +512,7 @@ int gpu_fused_route(struct fc_comm *c, struct comm_call *call, int dev, const vo
     const size_t bytes = a->count * a->esize;
     /* not for nonblocking calls: a kernel spinning until the caller's
      * fc_wait would hang a device-wide synchronisation made before it */
-    if (call->algo != &coll_allreduce_gather || call->mode == COMM_NONBLOCKING ||
+    if (call->algo != &coll_allreduce_gather || call->mode == COMM_NONBLOCKING || a->premul ||
         c->cfg.gpu_fused == CFG_FUSED_OFF ||
         c->size < 2 || c->size > 64 || !bytes || bytes > FUSED_MAX / (size_t)c->size ||
         c->broken != FC_SUCCESS)

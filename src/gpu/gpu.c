@@ -82,8 +82,9 @@ int gpu_device_count(void)
     return gpu_available(NULL) ? gpu_cu.ndev : 0;
 }
 
-const char *const gpu_dt_names[10] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
-                                      "uint64", "float16", "bfloat16", "float32", "float64"};
+const char *const gpu_dt_names[GPU_NDT] = {
+    "int8",    "uint8",    "int32",   "uint32",  "int64",       "uint64",
+    "float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2"};
 const char *const gpu_op_names[4] = {"sum", "prod", "min", "max"};
 
 /* Retains the device's primary context and loads our kernels into it. */
@@ -104,7 +105,7 @@ fc_result_t gpu_device_init(int d)
             r = gpu_cu.cuCtxPushCurrent_v2(gpu_cu.ctx[d]);
         if (r == CUDA_SUCCESS) {
             CUresult lr = gpu_cu.cuModuleLoadData(&gpu_cu.mod[d], fc_gpu_fatbin);
-            for (int t = 0; lr == CUDA_SUCCESS && t < 10; t++) {
+            for (int t = 0; lr == CUDA_SUCCESS && t < GPU_NDT; t++) {
                 char name[64];
                 for (int o = 0; lr == CUDA_SUCCESS && o < 4; o++) {
                     snprintf(name, sizeof(name), "fc_reduce_%s_%s", gpu_dt_names[t],
@@ -118,6 +119,9 @@ fc_result_t gpu_device_init(int d)
                 snprintf(name, sizeof(name), "fc_scale_%s", gpu_dt_names[t]);
                 if (lr == CUDA_SUCCESS)
                     lr = gpu_cu.cuModuleGetFunction(&gpu_cu.scl[d][t], gpu_cu.mod[d], name);
+                snprintf(name, sizeof(name), "fc_premul_%s", gpu_dt_names[t]);
+                if (lr == CUDA_SUCCESS)
+                    lr = gpu_cu.cuModuleGetFunction(&gpu_cu.pre[d][t], gpu_cu.mod[d], name);
             }
             if (lr == CUDA_SUCCESS)
                 lr = gpu_cu.cuModuleGetFunction(&gpu_cu.exe[d], gpu_cu.mod[d], "fc_exec");
@@ -131,7 +135,7 @@ fc_result_t gpu_device_init(int d)
             CUstream warm = NULL;
             if (lr == CUDA_SUCCESS)
                 lr = gpu_cu.cuStreamCreate(&warm, CU_STREAM_NON_BLOCKING);
-            for (int t = 0; lr == CUDA_SUCCESS && t < 10; t++) {
+            for (int t = 0; lr == CUDA_SUCCESS && t < GPU_NDT; t++) {
                 CUdeviceptr z = 0;
                 size_t zn = 0;
                 uint32_t one = 1;
@@ -147,6 +151,11 @@ fc_result_t gpu_device_init(int d)
                 }
                 if (lr == CUDA_SUCCESS)
                     lr = gpu_cu.cuLaunchKernel(gpu_cu.scl[d][t], 1, 1, 1, 32, 1, 1, 0, warm, sa,
+                                               NULL);
+                uint64_t zm = 0; /* the scalar: at most 8 bytes */
+                void *pa[] = {&z, &z, &zn, &zm};
+                if (lr == CUDA_SUCCESS)
+                    lr = gpu_cu.cuLaunchKernel(gpu_cu.pre[d][t], 1, 1, 1, 32, 1, 1, 0, warm, pa,
                                                NULL);
             }
             if (lr == CUDA_SUCCESS) {

@@ -54,6 +54,9 @@ fc_result_t gpu_reduce_async(void *dst, const void *a, const void *b, size_t n, 
                              fc_op_t op, gpu_stream_t *s);
 fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t dt,
                             uint32_t divisor, gpu_stream_t *s);
+/* dst = src * *scalar (a value of dt), as the host's reduce_premul_get. */
+fc_result_t gpu_premul_async(void *dst, const void *src, size_t n, fc_datatype_t dt,
+                             const void *scalar, gpu_stream_t *s);
 
 /* The fused small allreduce, one block on stream s, ordered after the
  * caller's work on the legacy default stream (through ev, a pooled event

@@ -20,8 +20,7 @@
 #include "gpu.h"
 
 #define GPU_MAXDEV 64
-
-#define GPU_MAXDEV 64
+#define GPU_NDT 12 /* fc_datatype_t's values */
 
 /* The driver entry points we use, resolved with dlsym by their versioned
  * names (cuda.h maps e.g. cuMemAlloc to cuMemAlloc_v2). */
@@ -74,7 +73,8 @@ struct gpu_driver {
     CUcontext ctx[GPU_MAXDEV];
     CUmodule mod[GPU_MAXDEV];
     int nsm[GPU_MAXDEV];
-    CUfunction red[GPU_MAXDEV][10][4], scl[GPU_MAXDEV][10], fus[GPU_MAXDEV][10][4];
+    CUfunction red[GPU_MAXDEV][GPU_NDT][4], scl[GPU_MAXDEV][GPU_NDT], fus[GPU_MAXDEV][GPU_NDT][4];
+    CUfunction pre[GPU_MAXDEV][GPU_NDT];
     CUfunction exe[GPU_MAXDEV];
     int loaded[GPU_MAXDEV];
 };
@@ -122,7 +122,7 @@ fc_result_t gpu_device_init(int d);
 fc_result_t gpu_ctx_push(int d);
 void gpu_ctx_pop(void);
 /* The kernels' names of datatypes and ops, by their enum values. */
-extern const char *const gpu_dt_names[10];
+extern const char *const gpu_dt_names[GPU_NDT];
 extern const char *const gpu_op_names[4];
 
 /* ---- exec.c --------------------------------------------------------------------- */

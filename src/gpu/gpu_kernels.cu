@@ -14,7 +14,17 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "../fp8.h"   // the fp8 conversions, shared with the host kernels
 #include "gpu_exec.h" // the ring's layout, shared with gpu.c
+
+// fp8 elements: one byte each, widened to fp32 exactly and stored rounded
+// to nearest even, saturating (fp8.h, the host's own conversions)
+struct fc_e4m3 {
+    uint8_t v;
+};
+struct fc_e5m2 {
+    uint8_t v;
+};
 
 template <typename T> struct acc {
     typedef T type;
@@ -25,6 +35,16 @@ template <> struct acc<__half> {
     typedef float type;
     __device__ static float load(__half v) { return __half2float(v); }
     __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct acc<fc_e4m3> {
+    typedef float type;
+    __device__ static float load(fc_e4m3 v) { return fp8_e4m3_to_f32(v.v); }
+    __device__ static fc_e4m3 store(float v) { return fc_e4m3{fp8_e4m3_from_f32(v)}; }
+};
+template <> struct acc<fc_e5m2> {
+    typedef float type;
+    __device__ static float load(fc_e5m2 v) { return fp8_e5m2_to_f32(v.v); }
+    __device__ static fc_e5m2 store(float v) { return fc_e5m2{fp8_e5m2_from_f32(v)}; }
 };
 template <> struct acc<__nv_bfloat16> {
     typedef float type;
@@ -106,6 +126,8 @@ template <typename T> struct apply<T, op_max, true> {
 template <typename T> struct is_int { static const bool v = true; };
 template <> struct is_int<__half> { static const bool v = false; };
 template <> struct is_int<__nv_bfloat16> { static const bool v = false; };
+template <> struct is_int<fc_e4m3> { static const bool v = false; };
+template <> struct is_int<fc_e5m2> { static const bool v = false; };
 template <> struct is_int<float> { static const bool v = false; };
 template <> struct is_int<double> { static const bool v = false; };
 
@@ -147,6 +169,14 @@ template <typename T> __device__ void scale(T *dst, const T *src, size_t n, uint
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         dst[i] = scaler<T, is_int<T>::v>::f(src[i], d ? d : 1);
+}
+
+// a pre-scaled sum's first step: dst = src * m, as the PROD kernel computes
+template <typename T> __device__ void premul(T *dst, const T *src, size_t n, T m)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = apply<T, op_prod, is_int<T>::v>::f(src[i], m);
 }
 
 // The fused small allreduce (src/gpu/fused.c, coll/allreduce_gather.c), one
@@ -297,6 +327,12 @@ template <typename T> __device__ void exec_typed(const exec_cmd &c)
         scale<T>(d, a, c.n, c.div);
         return;
     }
+    if (c.kind == X_PREMUL) { // the scalar's bytes travel in b
+        T m;
+        memcpy(&m, &c.b, sizeof(T));
+        premul<T>(d, a, c.n, m);
+        return;
+    }
     switch (c.op) {
     case 0: reduce<T, op_sum>(d, a, b, c.n); break;
     case 1: reduce<T, op_prod>(d, a, b, c.n); break;
@@ -321,6 +357,8 @@ __device__ void exec_run(const exec_cmd &c)
     case 6: exec_typed<__half>(c); break;
     case 7: exec_typed<__nv_bfloat16>(c); break;
     case 8: exec_typed<float>(c); break;
+    case 10: exec_typed<fc_e4m3>(c); break;
+    case 11: exec_typed<fc_e5m2>(c); break;
     default: exec_typed<double>(c); break;
     }
 }
@@ -420,6 +458,10 @@ extern "C" __global__ void __launch_bounds__(1024)
     extern "C" __global__ void fc_scale_##name(T *d, const T *s, size_t n, uint32_t div)       \
     {                                                                                          \
         scale<T>(d, s, n, div);                                                                \
+    }                                                                                          \
+    extern "C" __global__ void fc_premul_##name(T *d, const T *s, size_t n, T m)              \
+    {                                                                                          \
+        premul<T>(d, s, n, m);                                                                 \
     }
 
 KERNELS(int8_t, int8)
@@ -432,3 +474,5 @@ KERNELS(__half, float16)
 KERNELS(__nv_bfloat16, bfloat16)
 KERNELS(float, float32)
 KERNELS(double, float64)
+KERNELS(fc_e4m3, float8_e4m3)
+KERNELS(fc_e5m2, float8_e5m2)

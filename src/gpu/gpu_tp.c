@@ -302,6 +302,8 @@ static fc_result_t gt_local(struct transport *t, const struct local_op *lo, stru
         if (rc == FC_SUCCESS)
             rc = lo->kind == LOCAL_REDUCE
                      ? gpu_reduce_async(dst, a, b, cnt, lo->dt, lo->op, g->comp)
+                 : lo->kind == LOCAL_PREMUL
+                     ? gpu_premul_async(dst, a, cnt, lo->dt, lo->scalar, g->comp)
                      : gpu_scale_async(dst, a, cnt, lo->dt, lo->divisor, g->comp);
         if (rc == FC_SUCCESS && !dd)
             rc = gpu_memcpy_async(lo->dst, dst, lo->len, g->comp);

@@ -47,6 +47,9 @@ fc_result_t gpu_reduce_async(void *d, const void *a, const void *b, size_t n, fc
 fc_result_t gpu_scale_async(void *d, const void *s, size_t n, fc_datatype_t dt, uint32_t v,
                             gpu_stream_t *st)
 { (void)d; (void)s; (void)n; (void)dt; (void)v; (void)st; return nocuda(); }
+fc_result_t gpu_premul_async(void *d, const void *s, size_t n, fc_datatype_t dt, const void *m,
+                             gpu_stream_t *st)
+{ (void)d; (void)s; (void)n; (void)dt; (void)m; (void)st; return nocuda(); }
 fc_result_t gpu_fused_launch(gpu_stream_t *st, gpu_event_t *e, void *const *cs, const void *s,
                              void *r, uint64_t *o, const uint64_t *i, volatile uint32_t *f,
                              uint32_t q, int n, int k, size_t c, fc_datatype_t dt, fc_op_t op,

@@ -13,6 +13,7 @@
 #include "gpu_driver.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu_exec.h"
 #include "log.h"
@@ -145,6 +146,30 @@ fc_result_t gpu_scale_async(void *dst, const void *src, size_t n, fc_datatype_t 
     if (r != CUDA_SUCCESS)
         rc = FC_ERR(FC_ERR_CUDA, "launching the %s scale kernel failed: %s", gpu_dt_names[dt],
                     gpu_cu_err(r));
+    gpu_ctx_pop();
+    return rc;
+}
+
+fc_result_t gpu_premul_async(void *dst, const void *src, size_t n, fc_datatype_t dt,
+                             const void *scalar, gpu_stream_t *s)
+{
+    if (!n)
+        return FC_SUCCESS;
+    uint64_t m = 0; /* the scalar's bytes, at most 8 */
+    memcpy(&m, scalar, fc_datatype_size(dt));
+    if (s->x) /* the executor takes the scalar's bytes in place of b */
+        return gpu_exec_post(s, X_PREMUL, dst, src, (const void *)(uintptr_t)m, n, dt, 0, 0);
+    fc_result_t rc = gpu_ctx_push(s->device);
+    if (rc != FC_SUCCESS)
+        return rc;
+    CUdeviceptr pd = (CUdeviceptr)(uintptr_t)dst, ps = (CUdeviceptr)(uintptr_t)src;
+    size_t cnt = n;
+    void *args[] = {&pd, &ps, &cnt, &m};
+    CUresult r = gpu_cu.cuLaunchKernel(gpu_cu.pre[s->device][dt], grid_for(s->device, n), 1, 1,
+                                       256, 1, 1, 0, s->s, args, NULL);
+    if (r != CUDA_SUCCESS)
+        rc = FC_ERR(FC_ERR_CUDA, "launching the %s pre-scaling kernel failed: %s",
+                    gpu_dt_names[dt], gpu_cu_err(r));
     gpu_ctx_pop();
     return rc;
 }

@@ -71,7 +71,8 @@ static const char usage[] =
     "                        average over ranks of each rank's mean time per call,\n"
     "                        with the minimum and maximum over ranks\n"
     "  -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 float16 bfloat16\n"
-    "                        float32 float64 (default float32)\n"
+    "                        float32 float64 float8_e4m3 float8_e5m2 (default\n"
+    "                        float32)\n"
     "  -o, --op OP           sum prod min max avg (default sum)\n"
     "  -r, --root R          root of bcast and reduce (default 0)\n"
     "  -a, --algo NAME       force an algorithm (sets FC_ALGO=coll:NAME)\n"
@@ -278,7 +279,7 @@ int main(int argc, char **argv)
         case 'R': o.repeats = atoi(optarg); break;
         case 'l': o.latency = 1; break;
         case 'd': {
-            int v = lookup(optarg, perf_dt_names, 10);
+            int v = lookup(optarg, perf_dt_names, PERF_NDT);
             if (v < 0)
                 goto bad;
             o.dt = (fc_datatype_t)v;

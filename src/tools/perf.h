@@ -24,7 +24,8 @@ static inline int perf_blocked(enum perf_coll c)
            c == SCATTER || c == ALLGATHERV || c == ALLTOALLV;
 }
 extern const char *const perf_coll_names[NCOLL];
-extern const char *const perf_dt_names[10];
+#define PERF_NDT 12
+extern const char *const perf_dt_names[PERF_NDT];
 extern const char *const perf_op_names[5];
 
 struct perf_opts {

@@ -19,14 +19,53 @@
 const char *const perf_coll_names[NCOLL] = {
     "allreduce", "bcast",  "reduce",  "allgather",  "reduce_scatter", "alltoall",
     "barrier",   "gather", "scatter", "allgatherv", "alltoallv"};
-const char *const perf_dt_names[10] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
-                                       "uint64", "float16", "bfloat16", "float32", "float64"};
+const char *const perf_dt_names[PERF_NDT] = {
+    "int8",   "uint8",   "int32",    "uint32",  "int64",       "uint64",
+    "float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2"};
 const char *const perf_op_names[5] = {"sum", "prod", "min", "max", "avg"};
 
 /* one rank's input at element i (small integers: exact in every type) */
 static double input(int rank, size_t i)
 {
     return (double)((rank + (int)(i % 3)) % 3 + 1);
+}
+
+/* fp8, written from the formats' definitions (OCP: e4m3 bias 7 with no
+ * infinities, e5m2 bias 15), independently of the library's kernels */
+static double fp8_value(uint8_t c, int e5m2)
+{
+    const int M = e5m2 ? 2 : 3, B = e5m2 ? 15 : 7;
+    const int ex = (c & 0x7f) >> M, m = c & ((1 << M) - 1);
+    double v = ex ? ldexp(1.0 + m / (double)(1 << M), ex - B) : ldexp(m, 1 - B - M);
+    return c & 0x80 ? -v : v;
+}
+
+/* the nearest finite code (ties to the even code): only exact for what
+ * the checks store, which are small integers and their rounding */
+static uint8_t fp8_code(double v, int e5m2)
+{
+    static int16_t cache[2][256];
+    static int cached[2];
+    const int small = v == floor(v) && fabs(v) < 128;
+    if (!cached[e5m2]) {
+        for (int k = 0; k < 256; k++)
+            cache[e5m2][k] = -1;
+        cached[e5m2] = 1;
+    }
+    if (small && cache[e5m2][(int)v + 128] >= 0)
+        return (uint8_t)cache[e5m2][(int)v + 128];
+    const int maxc = e5m2 ? 0x7b : 0x7e;
+    int best = 0;
+    for (int k = 1; k <= maxc; k++) {
+        double d = fabs(fp8_value((uint8_t)k, e5m2) - fabs(v)),
+               db = fabs(fp8_value((uint8_t)best, e5m2) - fabs(v));
+        if (d < db || (d == db && !(k & 1)))
+            best = k;
+    }
+    uint8_t c = (uint8_t)(best | (v < 0 ? 0x80 : 0));
+    if (small)
+        cache[e5m2][(int)v + 128] = c;
+    return c;
 }
 
 static void store(void *b, size_t i, fc_datatype_t dt, double v)
@@ -53,6 +92,8 @@ static void store(void *b, size_t i, fc_datatype_t dt, double v)
     }
     case FC_FLOAT32: ((float *)b)[i] = (float)v; break;
     case FC_FLOAT64: ((double *)b)[i] = v; break;
+    case FC_FLOAT8_E4M3: ((uint8_t *)b)[i] = fp8_code(v, 0); break;
+    case FC_FLOAT8_E5M2: ((uint8_t *)b)[i] = fp8_code(v, 1); break;
     }
 }
 
@@ -80,6 +121,8 @@ static double load(const void *b, size_t i, fc_datatype_t dt)
     }
     case FC_FLOAT32: return ((const float *)b)[i];
     case FC_FLOAT64: return ((const double *)b)[i];
+    case FC_FLOAT8_E4M3: return fp8_value(((const uint8_t *)b)[i], 0);
+    case FC_FLOAT8_E5M2: return fp8_value(((const uint8_t *)b)[i], 1);
     }
     return 0;
 }
@@ -306,12 +349,21 @@ static long check_host(enum perf_coll c, char *sb, char *rb, size_t count,
         double g = load(res, i, o->dt);
         int float_avg = o->op == FC_AVG && (o->dt >= FC_FLOAT16) &&
                         (c == ALLREDUCE || c == REDUCE || c == REDUCE_SCATTER);
-        if (float_avg) {
+        const int fp8 = o->dt == FC_FLOAT8_E4M3 || o->dt == FC_FLOAT8_E5M2;
+        if (fp8 && !float_avg) {
+            /* what the format holds of e, and a reduction's rounding of
+             * each of its n - 1 steps, half an ulp each */
+            const double ulp = o->dt == FC_FLOAT8_E4M3 ? 0x1p-3 : 0x1p-2;
+            e = fp8_value(fp8_code(e, o->dt == FC_FLOAT8_E5M2), o->dt == FC_FLOAT8_E5M2);
+            const int steps = c == ALLREDUCE || c == REDUCE || c == REDUCE_SCATTER ? n - 1 : 0;
+            if (fabs(g - e) > steps * ulp * fabs(e))
+                wrong++;
+        } else if (float_avg) {
             double exact = 0;
             for (int r = 0; r < n; r++)
                 exact += input(r, c == REDUCE_SCATTER ? (size_t)rank * count + i : i);
             e = exact / n;
-            if (fabs(g - e) > 1e-2 * fabs(e))
+            if (fabs(g - e) > (fp8 ? n * 0x1p-2 : 1e-2) * fabs(e))
                 wrong++;
         } else if (g != e) {
             wrong++;

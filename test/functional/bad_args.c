@@ -42,7 +42,7 @@ int main(void)
     expect_invalid(&t, fc_broadcast(a, b, 4, FC_FLOAT32, -1, c), "root -1", "fc_broadcast");
     expect_invalid(&t, fc_broadcast(a, NULL, 4, FC_FLOAT32, 0, c), "NULL recvbuf",
                    "fc_broadcast");
-    expect_invalid(&t, fc_broadcast(a, b, 4, (fc_datatype_t)10, 0, c), "datatype 10",
+    expect_invalid(&t, fc_broadcast(a, b, 4, (fc_datatype_t)12, 0, c), "datatype 12",
                    "fc_broadcast");
     expect_invalid(&t, fc_reduce(a, b, 4, FC_FLOAT32, FC_SUM, 99, c), "reduce root 99",
                    "fc_reduce");

@@ -15,8 +15,9 @@ const fc_op_t ft_ops[5] = {FC_SUM, FC_PROD, FC_MIN, FC_MAX, FC_AVG};
 const char *ft_dt_name(fc_datatype_t dt)
 {
     static const char *n[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
-                              "uint64",  "float16",  "bfloat16", "float32", "float64"};
-    return (unsigned)dt < 10 ? n[dt] : "?";
+                              "uint64",  "float16",  "bfloat16", "float32", "float64",
+                              "float8_e4m3", "float8_e5m2"};
+    return (unsigned)dt < 12 ? n[dt] : "?";
 }
 
 const char *ft_op_name(fc_op_t op)
@@ -27,7 +28,8 @@ const char *ft_op_name(fc_op_t op)
 
 int ft_is_float(fc_datatype_t dt)
 {
-    return dt == FC_FLOAT16 || dt == FC_BFLOAT16 || dt == FC_FLOAT32 || dt == FC_FLOAT64;
+    return dt == FC_FLOAT16 || dt == FC_BFLOAT16 || dt == FC_FLOAT32 || dt == FC_FLOAT64 ||
+           dt == FC_FLOAT8_E4M3 || dt == FC_FLOAT8_E5M2;
 }
 
 int ft_is_unsigned(fc_datatype_t dt)
@@ -141,6 +143,51 @@ static float from_half(uint16_t u)
     return (float)h;
 }
 
+/* fp8 from the formats' definitions (OCP: e4m3 bias 7, no infinities,
+ * largest 448; e5m2 bias 15, largest finite 57344), not from the library's
+ * code: a code's value, and the nearest finite code (ties to even),
+ * saturating */
+double ft_fp8_value(uint8_t c, int e5m2)
+{
+    const int M = e5m2 ? 2 : 3, B = e5m2 ? 15 : 7;
+    const int ex = (c & 0x7f) >> M, m = c & ((1 << M) - 1);
+    if (e5m2 ? (c & 0x7f) > 0x7c : (c & 0x7f) == 0x7f)
+        return NAN;
+    if (e5m2 && (c & 0x7f) == 0x7c)
+        return c & 0x80 ? -INFINITY : INFINITY;
+    double v = ex ? ldexp(1.0 + m / (double)(1 << M), ex - B) : ldexp(m, 1 - B - M);
+    return c & 0x80 ? -v : v;
+}
+
+uint8_t ft_fp8_code(double v, int e5m2)
+{
+    static double tab[2][128]; /* the finite codes' values, ascending */
+    static int made[2];
+    const int maxc = e5m2 ? 0x7b : 0x7e;
+    if (!made[e5m2]) {
+        for (int k = 0; k <= maxc; k++)
+            tab[e5m2][k] = ft_fp8_value((uint8_t)k, e5m2);
+        made[e5m2] = 1;
+    }
+    const uint8_t sign = signbit(v) ? 0x80 : 0;
+    if (isnan(v))
+        return (uint8_t)(sign | (e5m2 ? 0x7e : 0x7f));
+    const double a = fabs(v);
+    if (a >= tab[e5m2][maxc])
+        return (uint8_t)(sign | maxc);
+    int lo = 0, hi = maxc; /* tab[lo] <= a < tab[hi] */
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (tab[e5m2][mid] <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const double dl = a - tab[e5m2][lo], dh = tab[e5m2][hi] - a;
+    const int k = dl < dh ? lo : dh < dl ? hi : (lo & 1 ? hi : lo); /* ties to even */
+    return (uint8_t)(sign | k);
+}
+
 void ft_store(void *buf, size_t i, fc_datatype_t dt, double v)
 {
     int64_t iv = (int64_t)v;
@@ -155,6 +202,8 @@ void ft_store(void *buf, size_t i, fc_datatype_t dt, double v)
     case FC_BFLOAT16: ((uint16_t *)buf)[i] = to_bf16((float)v); break;
     case FC_FLOAT32: ((float *)buf)[i] = (float)v; break;
     case FC_FLOAT64: ((double *)buf)[i] = v; break;
+    case FC_FLOAT8_E4M3: ((uint8_t *)buf)[i] = ft_fp8_code(v, 0); break;
+    case FC_FLOAT8_E5M2: ((uint8_t *)buf)[i] = ft_fp8_code(v, 1); break;
     }
 }
 
@@ -171,6 +220,8 @@ double ft_load(const void *buf, size_t i, fc_datatype_t dt)
     case FC_BFLOAT16: return from_bf16(((const uint16_t *)buf)[i]);
     case FC_FLOAT32: return ((const float *)buf)[i];
     case FC_FLOAT64: return ((const double *)buf)[i];
+    case FC_FLOAT8_E4M3: return ft_fp8_value(((const uint8_t *)buf)[i], 0);
+    case FC_FLOAT8_E5M2: return ft_fp8_value(((const uint8_t *)buf)[i], 1);
     }
     return 0;
 }
@@ -210,7 +261,9 @@ void ft_expected(void *out, size_t i, fc_op_t op, fc_datatype_t dt, int n)
     case FC_FLOAT64: ft_store(out, i, dt, acc / n); break;
     case FC_FLOAT32:
     case FC_FLOAT16:
-    case FC_BFLOAT16: ft_store(out, i, dt, (double)((float)acc / (float)n)); break;
+    case FC_BFLOAT16:
+    case FC_FLOAT8_E4M3:
+    case FC_FLOAT8_E5M2: ft_store(out, i, dt, (double)((float)acc / (float)n)); break;
     default: {
         char tmp[8];
         ft_store(tmp, 0, dt, acc);

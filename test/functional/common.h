@@ -66,6 +66,10 @@ int ft_is_unsigned(fc_datatype_t dt);
  * nearest even, integers wrap). */
 void ft_store(void *buf, size_t i, fc_datatype_t dt, double v);
 double ft_load(const void *buf, size_t i, fc_datatype_t dt);
+/* fp8 from the formats' definitions: a code's value; the nearest finite
+ * code to v (ties to even, saturating; e5m2: 0 for e4m3, 1 for e5m2) */
+double ft_fp8_value(uint8_t c, int e5m2);
+uint8_t ft_fp8_code(double v, int e5m2);
 
 /* Closed-form input of rank r at element i for op. */
 double ft_input(fc_op_t op, fc_datatype_t dt, int r, size_t i);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "harness.h"
 
+#include "fp8.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +215,8 @@ void h_fill(void *p, fc_datatype_t dt, fc_op_t op, int r, int nranks, size_t fir
         case FC_BFLOAT16: ((uint16_t *)p)[k] = reduce_float_to_bf16((float)v); break;
         case FC_FLOAT32: ((float *)p)[k] = (float)v; break;
         case FC_FLOAT64: ((double *)p)[k] = v; break;
+        case FC_FLOAT8_E4M3: ((uint8_t *)p)[k] = fp8_e4m3_from_f32((float)v); break;
+        case FC_FLOAT8_E5M2: ((uint8_t *)p)[k] = fp8_e5m2_from_f32((float)v); break;
         }
     }
 }

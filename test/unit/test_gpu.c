@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "coll.h"
+#include "fp8.h"
 #include "gpu.h"
 #include "gpu_tp.h"
 #include "log.h"
@@ -58,6 +59,8 @@ static void fill(void *p, fc_datatype_t dt, size_t n, unsigned seed, int special
         case FC_BFLOAT16: ((uint16_t *)p)[i] = reduce_float_to_bf16((float)v); break;
         case FC_FLOAT32: ((float *)p)[i] = (float)v; break;
         case FC_FLOAT64: ((double *)p)[i] = v; break;
+        case FC_FLOAT8_E4M3: /* every code: NaN, saturation and subnormals among them */
+        case FC_FLOAT8_E5M2: ((uint8_t *)p)[i] = (uint8_t)(h >> 3); break;
         }
     }
 }
@@ -81,6 +84,12 @@ static int same(const void *a, const void *b, size_t i, fc_datatype_t dt)
         return isnan(fx) && isnan(fy);
     case FC_FLOAT32: return isnan(*(const float *)x) && isnan(*(const float *)y);
     case FC_FLOAT64: return isnan(*(const double *)x) && isnan(*(const double *)y);
+    case FC_FLOAT8_E4M3:
+        return isnan(fp8_e4m3_to_f32(*(const uint8_t *)x)) &&
+               isnan(fp8_e4m3_to_f32(*(const uint8_t *)y));
+    case FC_FLOAT8_E5M2:
+        return isnan(fp8_e5m2_to_f32(*(const uint8_t *)x)) &&
+               isnan(fp8_e5m2_to_f32(*(const uint8_t *)y));
     default: return 0;
     }
 }
@@ -106,7 +115,7 @@ Test(gpu, kernels_match_host_kernels)
     char *a = malloc(n * 8), *b = malloc(n * 8), *exp = malloc(n * 8), *got = malloc(n * 8);
     void *da = gpu_dev_alloc(0, n * 8), *db = gpu_dev_alloc(0, n * 8), *dd = gpu_dev_alloc(0, n * 8);
     cr_assert(da && db && dd);
-    for (int dt = 0; dt < 10; dt++) {
+    for (int dt = 0; reduce_dt_valid(dt); dt++) {
         size_t es = fc_datatype_size((fc_datatype_t)dt);
         for (int specials = 0; specials < 2; specials++) {
             fill(a, (fc_datatype_t)dt, n, 1, specials);
@@ -142,6 +151,18 @@ Test(gpu, kernels_match_host_kernels)
                     cr_assert(same(got, exp, i, (fc_datatype_t)dt), "%s scale by %u element %zu",
                               reduce_dt_name(dt), div, i);
             }
+            /* a pre-scaled sum's first step, by one of the inputs */
+            const void *scalar = b + 3 * es;
+            reduce_premul_get((fc_datatype_t)dt)(exp, a, n, scalar);
+            cr_assert_eq(gpu_copy_sync(da, a, n * es), FC_SUCCESS);
+            order_after_legacy(s);
+            cr_assert_eq(gpu_premul_async(dd, da, n, (fc_datatype_t)dt, scalar, s), FC_SUCCESS,
+                         "%s", fc_last_error());
+            gpu_stream_sync(s);
+            gpu_copy_sync(got, dd, n * es);
+            for (size_t i = 0; i < n; i++)
+                cr_assert(same(got, exp, i, (fc_datatype_t)dt), "%s premul element %zu",
+                          reduce_dt_name(dt), i);
         }
     }
     gpu_dev_free(0, da);
@@ -235,7 +256,7 @@ Test(gpu, executor_runs_posted_commands_on_a_callers_stream, .timeout = 120)
     double start_us = start_exec(&cs, &x, &launch);
     gpu_exec_open(x);
     struct timespec t0;
-    for (int dt = 0; dt < 10 && !bad[0]; dt++) {
+    for (int dt = 0; reduce_dt_valid(dt) && !bad[0]; dt++) {
         size_t es = fc_datatype_size((fc_datatype_t)dt);
         fill(a, (fc_datatype_t)dt, n, 3, 1);
         fill(b, (fc_datatype_t)dt, n, 4, 1);

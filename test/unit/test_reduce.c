@@ -42,7 +42,9 @@ static size_t dt_size(fc_datatype_t dt)
 {
     switch (dt) {
     case FC_INT8:
-    case FC_UINT8: return 1;
+    case FC_UINT8:
+    case FC_FLOAT8_E4M3: /* fp8: test_fp8.c */
+    case FC_FLOAT8_E5M2: return 1;
     case FC_FLOAT16:
     case FC_BFLOAT16: return 2;
     case FC_INT32:
@@ -1141,16 +1143,18 @@ Test(scale, vectors_and_identity)
 
 Test(api, invalid_values)
 {
-    cr_assert_null(reduce_fn_get((fc_datatype_t)10, FC_SUM));
+    cr_assert_null(reduce_fn_get((fc_datatype_t)12, FC_SUM));
     cr_assert_null(reduce_fn_get((fc_datatype_t)-1, FC_SUM));
     cr_assert_null(reduce_fn_get((fc_datatype_t)INT_MAX, FC_SUM));
     cr_assert_null(reduce_fn_get(FC_FLOAT32, (fc_op_t)5));
     cr_assert_null(reduce_fn_get(FC_FLOAT32, (fc_op_t)-1));
     cr_assert_null(reduce_fn_get((fc_datatype_t)-1, (fc_op_t)-1));
-    cr_assert_null(reduce_scale_get((fc_datatype_t)10));
+    cr_assert_null(reduce_scale_get((fc_datatype_t)12));
     cr_assert_null(reduce_scale_get((fc_datatype_t)-1));
+    cr_assert_null(reduce_premul_get((fc_datatype_t)12));
+    cr_assert_null(reduce_premul_get((fc_datatype_t)-1));
 
-    static const int bad[] = {-1, 10, 11, 100, INT_MAX, INT_MIN};
+    static const int bad[] = {-1, 12, 13, 100, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(reduce_dt_valid(bad[i]), 0, "dt %d", bad[i]);
         cr_assert_str_eq(reduce_dt_name(bad[i]), "invalid");
