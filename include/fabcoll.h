@@ -80,6 +80,18 @@ FC_API fc_result_t fc_op_create_premulsum(fc_op_t *op, const void *scalar, fc_da
 /* Frees an op of fc_op_create_premulsum once no call that uses it runs. */
 FC_API fc_result_t fc_op_destroy(fc_op_t op, fc_comm_t comm);
 
+/* Buffers registered ahead (host or device memory): calls of comm and of
+ * the communicators split or dup'ed from it (or it from) on any range
+ * inside [buf, buf + bytes) skip registration, so the first call on a
+ * buffer costs what later ones do. Deregister before freeing the memory.
+ * Where the provider registers nothing for transfers (tcp and shm without
+ * the rendezvous; device memory the provider stages) it records nothing
+ * and costs nothing. A handle outliving its communicators is inert;
+ * deregistering it then only frees it. */
+typedef struct fc_memhandle *fc_memhandle_t;
+FC_API fc_result_t fc_mem_register(fc_comm_t comm, void *buf, size_t bytes, fc_memhandle_t *h);
+FC_API fc_result_t fc_mem_deregister(fc_comm_t comm, fc_memhandle_t h);
+
 /* rank/size/peers from the launcher: PMIx, fc_run, or Slurm. */
 FC_API fc_result_t fc_comm_init(fc_comm_t *comm);
 /* Makes an id for fc_comm_init_rank and starts serving its rendezvous in

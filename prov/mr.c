@@ -288,6 +288,32 @@ void prov_mr_release(struct prov_ep *p, struct prov_mr *m)
     drop(p, m);
 }
 
+fc_result_t prov_mr_pin(struct prov_ep *p, void *buf, size_t len, struct prov_mr **out)
+{
+    *out = NULL;
+    if ((!(p->mr_mode & FI_MR_LOCAL) && !p->rndv_min) || !len)
+        return FC_SUCCESS; /* transfers register nothing here */
+    struct gpu_ptr gp;
+    gpu_ptr_info(buf, &gp);
+    if (gp.kind == GPU_DEVICE) /* the whole allocation, cached; the pin holds a reference */
+        return p->hmem ? dev_acquire(p, buf, len, &gp, out) : FC_SUCCESS;
+    /* its own entry, never cached: the reference new_mr hands back is the
+     * pin's, so transfers inside it never drop it */
+    fc_result_t rc = new_mr(p, buf, len, 0, out);
+    if (rc == FC_SUCCESS)
+        FC_INFO(LOG_MR, "registered %p+%zu ahead (fc_mem_register, provider %s)", buf, len,
+                p->prov_name);
+    return rc;
+}
+
+void prov_mr_unpin(struct prov_ep *p, struct prov_mr *m)
+{
+    if (m)
+        FC_INFO(LOG_MR, "deregistering %p+%zu (fc_mem_deregister, provider %s)", m->base, m->len,
+                p->prov_name);
+    prov_mr_release(p, m); /* dropped now, or when its last transfer ends */
+}
+
 void prov_mr_close_all(struct prov_ep *p)
 {
     struct prov_mr *m = p->mrs;

@@ -63,6 +63,7 @@ fc_result_t prov_agree(const struct prov_list *lists, int nranks, int nnodes,
                        char *fabric, size_t fabric_len, char *why, size_t why_len);
 
 struct prov_ep;
+struct prov_mr;
 
 /* Opens the endpoint for provider `name` on this rank: on fabric_hint where
  * it has it (the one all ranks share), else loopback on a single node,
@@ -117,6 +118,15 @@ int prov_auto_rails(const char *prov_name);
 fc_tier_t prov_tier_of(const char *prov_name);
 /* Closes the endpoint: no transfer runs and no completion arrives after
  * this; registrations and memory stay valid until prov_close. */
+/* fc_mem_register: [buf, buf + len) registered now (host memory; device
+ * memory on an endpoint that takes it directly: its whole allocation) and
+ * kept until prov_mr_unpin, so transfers inside it find the registration
+ * instead of making one. *out is NULL where the endpoint registers nothing
+ * (no FI_MR_LOCAL and no rendezvous), or device memory it stages. Under the
+ * lock that serialises the endpoint's use. */
+fc_result_t prov_mr_pin(struct prov_ep *p, void *buf, size_t len, struct prov_mr **out);
+void prov_mr_unpin(struct prov_ep *p, struct prov_mr *m);
+
 void prov_stop(struct prov_ep *p);
 void prov_close(struct prov_ep *p);
 

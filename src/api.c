@@ -839,6 +839,39 @@ fc_result_t fc_comm_split(fc_comm_t comm, int color, int key, fc_comm_t *newcomm
     return named("fc_comm_split", rc);
 }
 
+/* ---- buffers registered ahead --------------------------------------------- */
+
+fc_result_t fc_mem_register(fc_comm_t comm, void *buf, size_t bytes, fc_memhandle_t *h)
+{
+    fc_result_t rc;
+    if (!h)
+        return named("fc_mem_register", FC_ERR(FC_ERR_INVALID_ARGUMENT, "h is NULL"));
+    *h = NULL;
+    if ((rc = check_comm(comm)) != FC_SUCCESS || (rc = check_buf(buf, bytes, 1, "buf")) != FC_SUCCESS)
+        return named("fc_mem_register", rc);
+    if ((uintptr_t)buf + bytes < (uintptr_t)buf)
+        return named("fc_mem_register", FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                                               "buf %p + %zu bytes wraps around the address "
+                                               "space", buf, bytes));
+    return named("fc_mem_register", comm_mem_pin(comm, buf, bytes, h));
+}
+
+fc_result_t fc_mem_deregister(fc_comm_t comm, fc_memhandle_t h)
+{
+    fc_result_t rc;
+    if ((rc = check_comm(comm)) != FC_SUCCESS)
+        return named("fc_mem_deregister", rc);
+    if (!h)
+        return named("fc_mem_deregister", FC_ERR(FC_ERR_INVALID_ARGUMENT, "h is NULL"));
+    if (h->sh && h->sh != comm->sh)
+        return named("fc_mem_deregister",
+                     FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                            "h was registered through a communicator of another family (one "
+                            "not made from this one by split or dup)"));
+    comm_mem_unpin(h);
+    return FC_SUCCESS;
+}
+
 /* ---- pre-scaled sums -------------------------------------------------------- */
 
 fc_result_t fc_op_create_premulsum(fc_op_t *op, const void *scalar, fc_datatype_t dt,

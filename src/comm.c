@@ -92,6 +92,8 @@ static fc_result_t shared_new(const struct comm_device *dev, struct comm_shared 
     return FC_SUCCESS;
 }
 
+static void unpin_locked(struct comm_shared *sh, struct fc_memhandle *h);
+
 static void shared_release(struct comm_shared *sh)
 {
     if (!sh || --sh->refs > 0)
@@ -113,6 +115,8 @@ static void shared_release(struct comm_shared *sh)
         sh->zombies = z->next;
         comm_request_free(z); /* its scratch goes back to the transport */
     }
+    while (sh->pins) /* handles not deregistered: inert from now on */
+        unpin_locked(sh, sh->pins);
     sh->dev->release(sh);
     rails_destroy(sh->rails);
     paths_destroy(sh->paths);
@@ -386,6 +390,57 @@ static int member_cmp(const void *a, const void *b)
     if (x->key != y->key)
         return x->key < y->key ? -1 : 1;
     return x->parent_rank - y->parent_rank;
+}
+
+fc_result_t comm_mem_pin(struct fc_comm *c, void *buf, size_t len, struct fc_memhandle **out)
+{
+    struct fc_memhandle *h = calloc(1, sizeof(*h));
+    if (!h)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a memory handle");
+    h->sh = c->sh;
+    h->buf = buf;
+    h->len = len;
+    struct prov_ep *eps[COMM_PIN_EPS] = {c->sh->ep, c->sh->local_ep};
+    fc_result_t rc = FC_SUCCESS;
+    pthread_mutex_lock(&c->sh->lock);
+    for (int i = 0; i < COMM_PIN_EPS && rc == FC_SUCCESS; i++)
+        if (eps[i] && (rc = prov_mr_pin(eps[i], buf, len, &h->mr[i])) == FC_SUCCESS)
+            h->ep[i] = eps[i];
+    h->next = c->sh->pins;
+    c->sh->pins = h;
+    pthread_mutex_unlock(&c->sh->lock);
+    if (rc != FC_SUCCESS) {
+        comm_mem_unpin(h);
+        return rc;
+    }
+    *out = h;
+    return FC_SUCCESS;
+}
+
+/* Under the family's lock: the registrations go (now, or with their last
+ * transfer) and the handle leaves the family's list. */
+static void unpin_locked(struct comm_shared *sh, struct fc_memhandle *h)
+{
+    for (int i = 0; i < COMM_PIN_EPS; i++)
+        if (h->ep[i] && h->mr[i])
+            prov_mr_unpin(h->ep[i], h->mr[i]);
+    for (struct fc_memhandle **pp = &sh->pins; *pp; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            break;
+        }
+    h->sh = NULL;
+}
+
+void comm_mem_unpin(struct fc_memhandle *h)
+{
+    struct comm_shared *sh = h->sh;
+    if (sh) { /* else the family was destroyed first: its endpoints took all */
+        pthread_mutex_lock(&sh->lock);
+        unpin_locked(sh, h);
+        pthread_mutex_unlock(&sh->lock);
+    }
+    free(h);
 }
 
 fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **out)

@@ -108,6 +108,7 @@ struct comm_shared {
     int nworld;                /* transport peers */
     uint32_t next_comm_id;     /* ids this process has not used yet */
     struct fc_request *active; /* running requests of every communicator here */
+    struct fc_memhandle *pins; /* fc_mem_register's live handles */
     struct fc_request *zombies; /* failed requests with transfers still posted */
     fc_result_t failed;        /* the transport itself failed */
     /* the hang report (hang.c): where this process sends its state when a
@@ -165,6 +166,21 @@ struct fc_comm {
     struct comm_premul *premul;
     int npremul;
 };
+
+/* fc_mem_register: the registration of one buffer on each endpoint of the
+ * family that registers transfers (the network's, the node's); rails
+ * beyond the first register at first use. */
+#define COMM_PIN_EPS 2
+struct fc_memhandle {
+    struct comm_shared *sh;    /* NULL once the family is gone (the handle is inert) */
+    struct fc_memhandle *next; /* the family's live handles (sh->pins), under its lock */
+    void *buf;
+    size_t len;
+    struct prov_ep *ep[COMM_PIN_EPS];
+    struct prov_mr *mr[COMM_PIN_EPS];
+};
+fc_result_t comm_mem_pin(struct fc_comm *c, void *buf, size_t len, struct fc_memhandle **out);
+void comm_mem_unpin(struct fc_memhandle *h);
 
 #define COMM_PREMUL_OP0 64
 #define COMM_PREMUL_MAX 65536

@@ -110,6 +110,13 @@ static const char usage[] =
     "                        speed-up of the fastest over the slowest. Run once per\n"
     "                        provider (FI_PROVIDER=... or fc_run -p ...); with --csv\n"
     "                        the table prints as CSV\n"
+    "      --first-call      the first call on new buffers against the second: per\n"
+    "                        size, -R rounds (default 1) each allocating and\n"
+    "                        writing a new pair of buffers, timing one call and\n"
+    "                        then another on them (the largest time over ranks;\n"
+    "                        medians printed, with their ratio)\n"
+    "      --register        register the buffers ahead with fc_mem_register (with\n"
+    "                        --first-call: timed in the reg column)\n"
     "  -h, --help            this text\n"
     "\n"
     "Example, the seed article's TCP-vs-RDMA table on this machine's providers:\n"
@@ -256,6 +263,8 @@ int main(int argc, char **argv)
                                        {"table-file", required_argument, NULL, 4},
                                        {"repeats", required_argument, NULL, 'R'},
                                        {"latency", no_argument, NULL, 'l'},
+                                       {"first-call", no_argument, NULL, 5},
+                                       {"register", no_argument, NULL, 6},
                                        {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "C:b:e:f:i:n:w:d:o:r:a:IcD:SB:H:R:lh", lo, NULL)) != -1) {
@@ -325,6 +334,8 @@ int main(int argc, char **argv)
             o.table = 1;
             o.table_file = optarg;
             break;
+        case 5: o.first = 1; break;
+        case 6: o.reg = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         default: goto bad;
         }
@@ -339,6 +350,10 @@ int main(int argc, char **argv)
     if (o.host_side && (!o.cuda || o.inplace || o.table)) {
         fprintf(stderr, "fc_perf: -H (a host buffer in mixed calls) needs -D cuda, and no -I "
                         "or --table\n");
+        return 2;
+    }
+    if (o.first && (o.table || o.check || o.stream)) {
+        fprintf(stderr, "fc_perf: --first-call times plain calls: not with --table, -c or -S\n");
         return 2;
     }
     if (o.stream && (!o.cuda || o.table)) {
@@ -433,6 +448,19 @@ int main(int argc, char **argv)
     double *times = malloc(sizeof(double) * 4 * (size_t)o.repeats); /* measure's blk */
     if (!times) {
         fprintf(stderr, "fc_perf: out of memory\n");
+        return 1;
+    }
+    if (o.first) {
+        int frc = perf_run_first(&o, comm, rank, n, &attr);
+        free(times);
+        free_buffers(&o, sb, rb);
+        fc_comm_destroy(comm);
+        return frc;
+    }
+    fc_memhandle_t hs = NULL, hr = NULL; /* --register: the sweep's buffers, ahead */
+    if (o.reg && (fc_mem_register(comm, sb, bufb, &hs) != FC_SUCCESS ||
+                  fc_mem_register(comm, rb, bufb, &hr) != FC_SUCCESS)) {
+        fprintf(stderr, "fc_perf: --register: %s\n", fc_last_error());
         return 1;
     }
     if (o.table) {
@@ -533,6 +561,10 @@ int main(int argc, char **argv)
     free(times);
     if (perf_stream)
         gu_stream_destroy(perf_stream);
+    if (hs)
+        fc_mem_deregister(comm, hs);
+    if (hr)
+        fc_mem_deregister(comm, hr);
     free_buffers(&o, sb, rb);
     fc_comm_destroy(comm);
     if (o.check && rank == 0 && !o.csv && !o.json)

@@ -2,7 +2,8 @@
 /*
  * What the files of fc_perf share: its options, the collectives it
  * measures, and the entry points of its parts. fc_perf.c (options, buffers,
- * the sweep and its output) calls perf_table.c (--table), perf_time.c (how
+ * the sweep and its output) calls perf_table.c (--table), perf_first.c
+ * (--first-call), perf_time.c (how
  * a size is timed) and perf_calls.c (one call and its check); each calls
  * only those after it. Written against fabcoll.h alone, like any program.
  */
@@ -37,6 +38,8 @@ struct perf_opts {
     int latency; /* -l: OSU's method, a barrier before every timed call */
     int host_side; /* -H: 1 the send buffer, 2 the receive buffer in host memory */
     int host_pinned; /* -H SIDE:pinned: that buffer page-locked by CUDA */
+    int first;       /* --first-call: the first call on new buffers vs the second */
+    int reg;         /* --register: fc_mem_register the buffers ahead */
     const char *table_file;
     fc_datatype_t dt;
     fc_op_t op;
@@ -86,5 +89,12 @@ int perf_measure(enum perf_coll c, size_t count, size_t real, char *sb, char *rb
  * table kept in o->table_file. Nonzero on a failure or a wrong result. */
 int perf_run_table(char *sb, char *rb, const struct perf_opts *o, fc_comm_t comm, int rank,
                    int n, const fc_comm_attr_t *attr, double *blk);
+
+/* ---- perf_first.c ------------------------------------------------------------ */
+
+/* --first-call: per size, rounds of new buffers (registered ahead with
+ * --register), the first and the second call timed. Nonzero on a failure. */
+int perf_run_first(const struct perf_opts *o, fc_comm_t comm, int rank, int n,
+                   const fc_comm_attr_t *attr);
 
 #endif /* FC_PERF_H */

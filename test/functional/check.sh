@@ -87,9 +87,9 @@ one "sweep, tcp x3 with the default chunk" -p tcp -n 3 -x FT_SWEEP=full sweep
 # failures and timeouts with rail threads running)
 one "tcp x3 with FC_RAILS=3, FC_CHUNK_SIZE=64K, FC_MR_MODE=verbs" -p tcp -n 3 -x FC_RAILS=3 \
     -x FC_CHUNK_SIZE=64K -x FC_MR_MODE=verbs allreduce broadcast reduce allgather \
-    reduce_scatter alltoall sendrecv p2p_mismatch nonblocking split api_program
+    reduce_scatter alltoall sendrecv p2p_mismatch nonblocking split api_program memreg
 one "tcp x2 with FC_RAILS=2, FC_PROTO=rndv" -p tcp -n 2 -x FC_RAILS=2 -x FC_PROTO=rndv \
-    allreduce broadcast sendrecv p2p_mismatch nonblocking timeout peer_exit shrink bad_args
+    allreduce broadcast sendrecv p2p_mismatch nonblocking timeout peer_exit shrink bad_args memreg
 one "shm x3 with FC_PROTO=eager, FC_EAGER_MAX=1K" -p shm -n 3 -x FC_PROTO=eager \
     -x FC_EAGER_MAX=1K allreduce broadcast sendrecv nonblocking barrier
 fc_info=${FC_RUN:-}; fc_info=${fc_info%fc_run}fc_info

@@ -75,6 +75,7 @@ all_tests=(
     "group|job|1|"
     "reproducible|job|1|FC_REPRODUCIBLE=1"
     "fp8_premul|job|1|"
+    "memreg|job|1|"
     "barrier|job|1|"
     "sendrecv|job|2|"
     "p2p_mismatch|job|2|FC_CHUNK_SIZE=64K"

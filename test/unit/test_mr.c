@@ -170,6 +170,70 @@ Test(mr, no_cache_when_disabled)
     prov_close(p);
 }
 
+/* fc_mem_register's registration (prov_mr_pin): made once; every transfer
+ * inside it finds it (hits, no new entry), whether the cache is on or off;
+ * it survives its transfers; unpinned while a transfer uses it, it goes
+ * with that transfer's end. */
+static void pinned_on(size_t cache_max)
+{
+    cfg_t cfg;
+    struct prov_ep *p = open_ep(cache_max, &cfg);
+    const size_t len = 1 << 20;
+    char *b = map(len, NULL);
+    struct prov_mr *pin, *m;
+    cr_assert_eq(prov_mr_pin(p, b, len, &pin), FC_SUCCESS, "%s", fc_last_error());
+    cr_assert_not_null(pin, "FI_MR_LOCAL forced: the pin must register");
+    cr_assert_eq(entries(p), 1);
+    const uint64_t misses = p->mr_stats.misses;
+    for (int i = 0; i < 5; i++) {
+        size_t off = (size_t)i * 100003 % (len - 4096);
+        cr_assert_eq(prov_mr_acquire(p, b + off, 4096 + (size_t)i, &m), FC_SUCCESS);
+        cr_assert_eq(m, pin, "a transfer inside the pinned range registered anew");
+        prov_mr_release(p, m);
+        cr_assert_eq(entries(p), 1, "the pin went with a transfer's end");
+    }
+    cr_assert_eq(p->mr_stats.misses, misses, "a transfer inside the pin missed");
+    /* a range reaching past it is registered on its own */
+    cr_assert_eq(prov_mr_acquire(p, b + len - 100, 200, &m), FC_SUCCESS);
+    cr_assert_neq(m, pin);
+    prov_mr_release(p, m);
+    /* unpinned while a transfer holds it: dropped when that one ends */
+    cr_assert_eq(prov_mr_acquire(p, b, 64, &m), FC_SUCCESS);
+    const int before = entries(p);
+    prov_mr_unpin(p, pin);
+    cr_assert_eq(entries(p), before, "dropped under a running transfer");
+    prov_mr_release(p, m);
+    cr_assert_eq(entries(p), before - 1, "the unpinned registration stayed");
+    munmap(b, len);
+    prov_close(p);
+}
+
+Test(mr, pinned_range_with_cache) { pinned_on(8 << 20); }
+Test(mr, pinned_range_without_cache) { pinned_on(0); }
+
+Test(mr, pin_registers_nothing_where_transfers_do_not)
+{
+    /* tcp with its own mr_mode (no FI_MR_LOCAL) and no rendezvous */
+    cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.retry_count = 3;
+    cfg.proto = CFG_PROTO_EAGER;
+    struct prov_ep *p = NULL;
+    char addr[PROV_ADDR_MAX];
+    size_t alen;
+    cr_assert_eq(prov_open(&cfg, "tcp;ofi_rxm", 1, "", NULL, &p, addr, &alen), FC_SUCCESS, "%s",
+                 fc_last_error());
+    char buf[4096];
+    struct prov_mr *pin = (struct prov_mr *)buf;
+    cr_assert_eq(prov_mr_pin(p, buf, sizeof(buf), &pin), FC_SUCCESS);
+    if (!(p->mr_mode & FI_MR_LOCAL) && !p->rndv_min) {
+        cr_assert_null(pin);
+        cr_assert_eq(entries(p), 0);
+    }
+    prov_mr_unpin(p, pin);
+    prov_close(p);
+}
+
 /* FC_PROTO / FC_EAGER_MAX: what is injected (eager) and what goes through
  * the provider's own protocol */
 Test(mr, protocol_switch)
