@@ -223,7 +223,7 @@ static fc_result_t build_from(struct fc_comm *c, struct comm_call *call, const c
                               (a->kind == COLL_REDUCE_SCATTER ? (size_t)a->nranks : 1);
             const int from = a->in_place && a->kind != COLL_REDUCE_SCATTER ? R_RECV : R_SEND;
             if (rc == FC_SUCCESS)
-                rc = sched_premul_input(&r->s, from, in, a->premul);
+                rc = sched_premul_input(&r->s, from, in, a->premul, a->in_place);
         } else {
             rc = al->build(&r->s, a);
         }
@@ -236,6 +236,8 @@ static fc_result_t build_from(struct fc_comm *c, struct comm_call *call, const c
             return rc;
         }
         r->key = *a;
+        /* a pre-scaled sum's scalar: the schedule's own copy (the call's is gone) */
+        r->key.premul = a->premul ? r->s.premul : NULL;
         /* the user's counts are read only here */
         r->key.scounts = r->key.sdispls = r->key.rcounts = r->key.rdispls = NULL;
         r->algo = al;

@@ -21,7 +21,8 @@ static int same_call(const struct fc_request *r, const struct coll_args *a)
 {
     const struct coll_args *k = &r->key;
     return k->kind == a->kind && k->root == a->root && k->count == a->count && k->dt == a->dt &&
-           k->op == a->op && k->in_place == a->in_place;
+           k->op == a->op && k->in_place == a->in_place && !k->premul == !a->premul &&
+           (!a->premul || memcmp(k->premul, a->premul, a->esize) == 0); /* the same scalar */
 }
 
 /* Takes a kept schedule of this very call out of the cache. Its algorithm
@@ -45,7 +46,7 @@ struct fc_request *comm_rcache_take(struct fc_comm *c, const struct coll_args *a
 
 struct fc_request *comm_rcache_put(struct fc_comm *c, struct fc_request *r)
 {
-    if (!r->algo || coll_is_v(r->key.kind) || r->key.premul || r->result != FC_SUCCESS || r->s.xfers_out || r->p2p ||
+    if (!r->algo || coll_is_v(r->key.kind) || r->result != FC_SUCCESS || r->s.xfers_out || r->p2p ||
         r->tp || r->stream_ordered || r->delivery || c->broken != FC_SUCCESS ||
         r->key.count * r->key.esize > COMM_RCACHE_MAX_BYTES)
         return r;

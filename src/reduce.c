@@ -551,6 +551,25 @@ reduce_premul_fn reduce_premul_get(fc_datatype_t dt)
     return rd_premuls[dt];
 }
 
+void reduce_premul_sum(fc_datatype_t dt, int pmul, void *dst, const void *a, const void *b,
+                       size_t n, const void *scalar)
+{
+    enum { TILE = 2048 }; /* elements: at most 16 KiB of products */
+    uint64_t tmp[TILE];
+    const size_t es = fc_datatype_size(dt);
+    reduce_premul_fn pf = reduce_premul_get(dt);
+    reduce_fn sum = reduce_fn_get(dt, FC_SUM);
+    for (size_t i = 0; i < n; i += TILE) {
+        const size_t k = n - i < TILE ? n - i : TILE, o = i * es;
+        const char *x = (const char *)(pmul == 1 ? a : b) + o;
+        pf(tmp, x, k, scalar);
+        if (pmul == 1)
+            sum((char *)dst + o, tmp, (const char *)b + o, k);
+        else
+            sum((char *)dst + o, (const char *)a + o, tmp, k);
+    }
+}
+
 const char *reduce_dt_name(int dt)
 {
     return reduce_dt_valid(dt) ? rd_dt_names[dt] : "invalid";

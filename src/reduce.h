@@ -44,6 +44,12 @@ typedef void (*reduce_premul_fn)(void *dst, const void *src, size_t n, const voi
 reduce_fn reduce_fn_get(fc_datatype_t dt, fc_op_t op);
 /* dst[i] = src[i] / divisor (divisor >= 1); NULL for an invalid dt. */
 reduce_scale_fn reduce_scale_get(fc_datatype_t dt);
+/* dst = (a * *scalar) + b (pmul 1) or a + (b * *scalar) (pmul 2), with
+ * each product rounded to dt as reduce_premul_get's, summed as FC_SUM's
+ * kernel: the two kernels over tiles that stay in cache, so it costs what
+ * a plain sum does. */
+void reduce_premul_sum(fc_datatype_t dt, int pmul, void *dst, const void *a, const void *b,
+                       size_t n, const void *scalar);
 /* dst[i] = src[i] * *scalar (a value of dt) with dt's arithmetic: integers
  * wrap, the half and fp8 types multiply in fp32 and round (and saturate)
  * once; the first step of a pre-scaled sum (fc_op_create_premulsum).

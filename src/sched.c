@@ -244,39 +244,116 @@ int sched_scale(struct sched *s, struct sched_buf buf, size_t len)
     return i;
 }
 
-fc_result_t sched_premul_input(struct sched *s, int from, size_t bytes, const void *scalar)
+/* Moves every step k places up (to make room at the front: a step depends
+ * only on earlier ones), the edges' indices with them. */
+static int shift_steps(struct sched *s, uint32_t k)
+{
+    const uint32_t n0 = s->nsteps;
+    for (uint32_t i = 0; i < k; i++)
+        if (add_step(s, SOP_NOP, 0) < 0)
+            return -1;
+    memmove(&s->steps[k], &s->steps[0], sizeof(*s->steps) * n0);
+    memset(&s->steps[0], 0, sizeof(*s->steps) * k);
+    for (uint32_t i = 0; i < k; i++)
+        s->steps[i].peer = -1;
+    for (uint32_t e = 0; e < s->nedges; e++)
+        s->edges[e].step += k, s->edges[e].pred += k;
+    return 0;
+}
+
+fc_result_t sched_premul_input(struct sched *s, int from, size_t bytes, const void *scalar,
+                               int in_place)
 {
     if (s->build_err)
         return s->build_err;
+    memcpy(s->premul, scalar, s->esize <= sizeof(s->premul) ? s->esize : sizeof(s->premul));
     const uint32_t n0 = s->nsteps;
-    uint8_t *has_pred = calloc(n0 ? n0 : 1, 1);
-    if (!has_pred)
+    /* a copy of the input becomes the scaling itself (no extra pass, its
+     * chunks as pipelined as the copy's were); whatever else reads the
+     * input reads a scaled copy in scratch */
+    uint32_t nread = 0;
+    int global = in_place;
+    for (uint32_t i = 0; i < n0; i++) {
+        struct sched_step *st = &s->steps[i];
+        const int reads = st->a.region == R_SEND || (st->op == SOP_REDUCE && st->b.region == R_SEND);
+        if (!reads)
+            continue;
+        if (!in_place && st->op == SOP_COPY) {
+            st->op = SOP_PREMUL;
+            continue;
+        }
+        if (!in_place && st->op == SOP_REDUCE && (st->a.region == R_SEND) != (st->b.region == R_SEND)) {
+            st->pmul = st->a.region == R_SEND ? 1 : 2; /* scaled as it is read */
+            continue;
+        }
+        nread++;
+        if (st->op == SOP_REDUCE_ALL) /* reads several vectors: scale all first */
+            global = 1;
+    }
+    if (!nread)
+        return FC_SUCCESS;
+    /* the readers and the ranges they read (each scaled once) */
+    uint32_t *who = malloc(sizeof(uint32_t) * 2 * nread), *rng = who ? who + nread : NULL;
+    size_t *roff = malloc(sizeof(size_t) * 2 * nread), *rlen = roff ? roff + nread : NULL;
+    uint8_t *has_pred = calloc(n0, 1);
+    if (!who || !roff || !has_pred) {
+        free(who), free(roff), free(has_pred);
         return s->build_err = FC_ERR(FC_ERR_NO_MEMORY, "out of memory for a pre-scaled sum");
+    }
+    uint32_t nw = 0, nr = 0;
+    for (uint32_t i = 0; i < n0 && !global; i++) {
+        const struct sched_step *st = &s->steps[i];
+        const struct sched_buf *in = st->a.region == R_SEND ? &st->a
+                                     : st->op == SOP_REDUCE && st->b.region == R_SEND ? &st->b
+                                                                                      : NULL;
+        if (!in || st->op == SOP_PREMUL || st->pmul)
+            continue;
+        uint32_t q = 0;
+        while (q < nr && (roff[q] != in->off || rlen[q] != st->len))
+            q++;
+        if (q == nr)
+            roff[nr] = in->off, rlen[nr++] = st->len;
+        who[nw] = i, rng[nw++] = q;
+        if (st->op == SOP_REDUCE && st->a.region == R_SEND && st->b.region == R_SEND &&
+            st->a.off != st->b.off)
+            global = 1; /* two input ranges in one step: scale all first */
+    }
     for (uint32_t e = 0; e < s->nedges; e++)
         has_pred[s->edges[e].step] = 1;
     const size_t off = sched_scratch(s, bytes);
     for (uint32_t i = 0; i < n0; i++) {
+        if (s->steps[i].op == SOP_PREMUL || s->steps[i].pmul)
+            continue; /* a converted copy, a scaling reduction: they read the input itself */
         struct sched_buf *b[3] = {&s->steps[i].dst, &s->steps[i].a, &s->steps[i].b};
         for (int k = 0; k < 3; k++)
             if (b[k]->region == R_SEND)
                 *b[k] = sbuf(R_SCRATCH, off + b[k]->off);
     }
-    memcpy(s->premul, scalar, s->esize <= sizeof(s->premul) ? s->esize : sizeof(s->premul));
-    /* the step goes first (a step depends only on earlier ones): appended,
-     * then moved to the front, every index of the edges one up */
-    if (add_step(s, SOP_PREMUL, bytes) >= 0) {
-        struct sched_step pm = s->steps[n0];
-        memmove(&s->steps[1], &s->steps[0], sizeof(*s->steps) * n0);
-        s->steps[0] = pm;
-        s->steps[0].dst = sbuf(R_SCRATCH, off);
-        s->steps[0].a = sbuf(from, 0);
-        for (uint32_t e = 0; e < s->nedges; e++)
-            s->edges[e].step++, s->edges[e].pred++;
-        for (uint32_t i = 0; i < n0; i++)
-            if (!has_pred[i])
-                sched_dep(s, (int)i + 1, 0, 0);
+    if (global) {
+        /* one step first, and every step without a predecessor after it, so
+         * nothing is written over an in-place input before it is read */
+        if (shift_steps(s, 1) == 0) {
+            s->steps[0].op = SOP_PREMUL;
+            s->steps[0].len = bytes;
+            s->steps[0].dst = sbuf(R_SCRATCH, off);
+            s->steps[0].a = sbuf(from, 0);
+            for (uint32_t i = 0; i < n0; i++)
+                if (!has_pred[i])
+                    sched_dep(s, (int)i + 1, 0, 0);
+        }
+    } else if (shift_steps(s, nr) == 0) {
+        /* a step per range read, each reader after it chunk by chunk (same
+         * start, same length), so the scaling pipelines with the sends */
+        for (uint32_t q = 0; q < nr; q++) {
+            s->steps[q].op = SOP_PREMUL;
+            s->steps[q].len = rlen[q];
+            s->steps[q].dst = sbuf(R_SCRATCH, off + roff[q]);
+            s->steps[q].a = sbuf(R_SEND, roff[q]);
+        }
+        for (uint32_t w = 0; w < nw; w++)
+            sched_dep(s, (int)(who[w] + nr), (int)rng[w], 1);
     }
-    free(has_pred);
+    free(who), free(roff), free(has_pred);
     return s->build_err;
 }
 
@@ -582,7 +659,11 @@ static void do_local(struct sched *s, struct sched_step *st, uint32_t k)
     char *dst = ptr_of(s, st->dst, off);
     switch (st->op) {
     case SOP_REDUCE:
-        s->rfn(dst, ptr_of(s, st->a, off), ptr_of(s, st->b, off), len / s->esize);
+        if (st->pmul)
+            reduce_premul_sum(s->dt, st->pmul, dst, ptr_of(s, st->a, off), ptr_of(s, st->b, off),
+                              len / s->esize, s->premul);
+        else
+            s->rfn(dst, ptr_of(s, st->a, off), ptr_of(s, st->b, off), len / s->esize);
         break;
     case SOP_COPY: {
         char *src = ptr_of(s, st->a, off);
@@ -676,6 +757,7 @@ static void try_issue(struct sched *s, uint32_t i)
                 .first = st->op == SOP_REDUCE_ALL ? st->peer : 0,
                 .stride = st->len,
                 .scalar = s->premul,
+                .pmul = st->op == SOP_REDUCE ? st->pmul : 0,
                 .call = s->env.call,
             };
             x->is_send = 2;

@@ -74,6 +74,8 @@ struct sched_step {
     uint8_t queued;     /* in the worklist */
     uint8_t complete;
     uint8_t zmsg;       /* SEND/RECV of a zero-byte message (a signal) */
+    uint8_t pmul;       /* REDUCE of a pre-scaled sum: 1 operand a, 2 operand b is the
+                           input, multiplied by the scalar as it is read */
     uint8_t value;      /* SEND/RECV of the 8-byte `val` held in the step itself; a
                            receive fails the schedule (FC_ERR_INVALID_ARGUMENT) unless
                            the value that arrives equals val: SV_SEND_COUNT, the peer's
@@ -219,14 +221,21 @@ int sched_reduce_all(struct sched *s, struct sched_buf dst, struct sched_buf vec
                      size_t len);
 int sched_nop(struct sched *s);
 /* A pre-scaled sum (fc_op_create_premulsum): once the algorithm is built
- * (reading its input from R_SEND, never in place), the input is first
- * multiplied by scalar (esize bytes, a value of dt) into scratch: one
- * PREMUL step from `from` (R_SEND, or R_RECV for an in-place call whose
- * input is there) of `bytes`, every reference of the algorithm's steps to
- * R_SEND moved to that scratch, and every step without a predecessor made
- * to wait for it (so nothing is written over an in-place input before it
- * is read). Call before sched_sign. Returns FC_SUCCESS or s->build_err. */
-fc_result_t sched_premul_input(struct sched *s, int from, size_t bytes, const void *scalar);
+ * (reading its input from R_SEND, never in place), the input is multiplied
+ * by scalar (esize bytes, a value of dt) before anything else reads it.
+ * Where the call is not in place, each COPY out of R_SEND becomes a PREMUL
+ * step (the copy scales: no extra pass, chunks pipelined as before), and a
+ * REDUCE with one operand in R_SEND scales it as it reads it (pmul). The
+ * other readers of R_SEND (sends) read a scaled copy in scratch, made by a
+ * PREMUL step per range they read, which they follow chunk by chunk. In
+ * place, and where a step reads R_SEND in another way, every reader gets a
+ * scaled copy: one PREMUL step first, from `from` (R_SEND, or R_RECV for an
+ * in-place call whose input is there) of `bytes` into scratch, their
+ * references moved there, and every step without a predecessor made to
+ * wait for it (so nothing is written over an in-place input before it is
+ * read). Call before sched_sign. Returns FC_SUCCESS or s->build_err. */
+fc_result_t sched_premul_input(struct sched *s, int from, size_t bytes, const void *scalar,
+                               int in_place);
 void sched_dep(struct sched *s, int step, int pred, int chunked);
 /* A dependency between sub-ranges of one buffer: step's range starts at
  * byte `at`, pred's at `pat`. Chunked only when at <= pat (chunk k of the

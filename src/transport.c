@@ -76,7 +76,10 @@ void transport_local_host(const struct local_op *lo)
     const size_t cnt = lo->len / fc_datatype_size(lo->dt);
     switch (lo->kind) {
     case LOCAL_REDUCE:
-        reduce_fn_get(lo->dt, lo->op)(lo->dst, lo->a, lo->b, cnt);
+        if (lo->pmul)
+            reduce_premul_sum(lo->dt, lo->pmul, lo->dst, lo->a, lo->b, cnt, lo->scalar);
+        else
+            reduce_fn_get(lo->dt, lo->op)(lo->dst, lo->a, lo->b, cnt);
         break;
     case LOCAL_COPY:
         if (lo->dst != lo->a)

@@ -90,6 +90,7 @@ struct local_op {
     int nvec, first;   /* LOCAL_REDUCE_ALL */
     size_t stride;     /* LOCAL_REDUCE_ALL: a whole vector's bytes */
     const void *scalar; /* LOCAL_PREMUL: dst = a * *scalar (a value of dt) */
+    int pmul;           /* LOCAL_REDUCE: 1 a, 2 b is multiplied by *scalar as it is read */
     void *call;        /* the request's context for the transport (sched_env.call) */
 };
 

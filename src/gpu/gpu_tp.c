@@ -299,6 +299,17 @@ static fc_result_t gt_local(struct transport *t, const struct local_op *lo, stru
             dst = p->tmp[2];
         }
         size_t cnt = lo->len / fc_datatype_size(lo->dt);
+        if (lo->kind == LOCAL_REDUCE && lo->pmul && rc == FC_SUCCESS) {
+            /* a pre-scaled sum's input operand, scaled first: in its
+             * temporary, or in a new one (the caller's input stays as it is) */
+            const int k = lo->pmul == 1 ? 0 : 1;
+            const void **in = k == 0 ? &a : &b;
+            if (!p->tmp[k] && !(p->tmp[k] = gpu_tp_dev_get(g, lo->len)))
+                rc = FC_ERR(FC_ERR_CUDA, "no device memory for a temporary");
+            if (rc == FC_SUCCESS)
+                rc = gpu_premul_async(p->tmp[k], *in, cnt, lo->dt, lo->scalar, g->comp);
+            *in = p->tmp[k];
+        }
         if (rc == FC_SUCCESS)
             rc = lo->kind == LOCAL_REDUCE
                      ? gpu_reduce_async(dst, a, b, cnt, lo->dt, lo->op, g->comp)

@@ -73,7 +73,9 @@ static const char usage[] =
     "  -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 float16 bfloat16\n"
     "                        float32 float64 float8_e4m3 float8_e5m2 (default\n"
     "                        float32)\n"
-    "  -o, --op OP           sum prod min max avg (default sum)\n"
+    "  -o, --op OP           sum prod min max avg (default sum), or premulsum: a\n"
+    "                        pre-scaled sum (fc_op_create_premulsum) by 1, checked\n"
+    "                        as a sum\n"
     "  -r, --root R          root of bcast and reduce (default 0)\n"
     "  -a, --algo NAME       force an algorithm (sets FC_ALGO=coll:NAME)\n"
     "  -I, --inplace         run in place\n"
@@ -295,6 +297,11 @@ int main(int argc, char **argv)
             break;
         }
         case 'o': {
+            if (!strcasecmp(optarg, "premulsum")) { /* a sum's check; the op made below */
+                o.premul = 1;
+                o.op = FC_SUM;
+                break;
+            }
             int v = lookup(optarg, perf_op_names, 5);
             if (v < 0)
                 goto bad;
@@ -421,6 +428,24 @@ int main(int argc, char **argv)
     fc_comm_query(comm, &attr);
     size_t es = fc_datatype_size(o.dt);
     size_t bufb = o.maxb + 4096;
+    perf_op = o.op;
+    if (o.premul) {
+        unsigned char one[8] = {0};
+        static const double v = 1.0;
+        switch (o.dt) { /* 1 in the datatype */
+        case FC_FLOAT16: one[1] = 0x3c; break;
+        case FC_BFLOAT16: one[1] = 0x3f, one[0] = 0x80; break;
+        case FC_FLOAT32: one[3] = 0x3f, one[2] = 0x80; break;
+        case FC_FLOAT64: memcpy(one, &v, 8); break;
+        case FC_FLOAT8_E4M3: one[0] = 0x38; break;
+        case FC_FLOAT8_E5M2: one[0] = 0x3c; break;
+        default: one[0] = 1; break; /* integers, little-endian */
+        }
+        if (fc_op_create_premulsum(&perf_op, one, o.dt, comm) != FC_SUCCESS) {
+            fprintf(stderr, "fc_perf: -o premulsum: %s\n", fc_last_error());
+            return 1;
+        }
+    }
     char *sb, *rb;
     if (o.cuda) { /* the GPU first: buffers there need it */
         const char *why;
@@ -480,7 +505,7 @@ int main(int argc, char **argv)
         printf("# fc_perf: %d ranks on %d node(s), provider %s (tier %s), %s %s%s, %s buffers%s%s, "
                "%d warm-up and %s%d timed %s per size\n# time: %s\n",
                n, attr.nnodes, attr.provider, tiers[attr.tier & 3], perf_dt_names[o.dt],
-               perf_op_names[o.op], o.inplace ? ", in place" : "",
+               o.premul ? "premulsum" : perf_op_names[o.op], o.inplace ? ", in place" : "",
                !o.cuda ? "host"
                : o.host_side == 1
                    ? (o.host_pinned ? "pinned host send, GPU receive" : "host send, GPU receive")
@@ -527,7 +552,7 @@ int main(int argc, char **argv)
                 if (*rootstr == '\0')
                     rootstr = rootbuf;
                 const char *opstr = (c == ALLREDUCE || c == REDUCE || c == REDUCE_SCATTER)
-                                        ? perf_op_names[o.op]
+                                        ? (o.premul ? "premulsum" : perf_op_names[o.op])
                                         : "-";
                 if (o.csv)
                     printf("%s,%d,%s,%zu,%zu,%s,%s,%s,%.3f,%.3f,%.3f,%.4f,%.4f,%ld,%.3f\n",

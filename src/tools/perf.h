@@ -40,6 +40,7 @@ struct perf_opts {
     int host_pinned; /* -H SIDE:pinned: that buffer page-locked by CUDA */
     int first;       /* --first-call: the first call on new buffers vs the second */
     int reg;         /* --register: fc_mem_register the buffers ahead */
+    int premul;      /* -o premulsum: a pre-scaled sum (by 1: checked as a sum) */
     const char *table_file;
     fc_datatype_t dt;
     fc_op_t op;
@@ -48,6 +49,8 @@ struct perf_opts {
 
 /* ---- perf_calls.c ------------------------------------------------------------ */
 
+/* the op the calls pass: o->op, or with -o premulsum a pre-scaled sum by 1 */
+extern fc_op_t perf_op;
 /* -S: the stream of the stream-ordered calls (NULL: none) */
 extern void *perf_stream;
 /* -D cuda: host shadows of the device buffers (checked calls), and their size */

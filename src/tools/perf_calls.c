@@ -148,6 +148,7 @@ static double reduced(fc_op_t op, int n, size_t i)
 }
 
 void *perf_stream;
+fc_op_t perf_op = FC_SUM;
 
 static fc_result_t run_call(enum perf_coll c, void *sb, void *rb, size_t count,
                             const struct perf_opts *o, fc_comm_t comm, int rank, int n);
@@ -210,24 +211,24 @@ static fc_result_t run_call(enum perf_coll c, void *sb, void *rb, size_t count,
     fc_result_t rc;
     switch (c) {
     case ALLREDUCE:
-        rc = o->stream ? fc_allreduce_stream(s, rb, count, o->dt, o->op, comm, st)
-                       : fc_allreduce(s, rb, count, o->dt, o->op, comm);
+        rc = o->stream ? fc_allreduce_stream(s, rb, count, o->dt, perf_op, comm, st)
+                       : fc_allreduce(s, rb, count, o->dt, perf_op, comm);
         break;
     case BCAST:
         rc = o->stream ? fc_broadcast_stream(root_send, rb, count, o->dt, o->root, comm, st)
                        : fc_broadcast(root_send, rb, count, o->dt, o->root, comm);
         break;
     case REDUCE:
-        rc = o->stream ? fc_reduce_stream(s, rb, count, o->dt, o->op, o->root, comm, st)
-                       : fc_reduce(s, rb, count, o->dt, o->op, o->root, comm);
+        rc = o->stream ? fc_reduce_stream(s, rb, count, o->dt, perf_op, o->root, comm, st)
+                       : fc_reduce(s, rb, count, o->dt, perf_op, o->root, comm);
         break;
     case ALLGATHER:
         rc = o->stream ? fc_allgather_stream(ag_send, rb, count, o->dt, comm, st)
                        : fc_allgather(ag_send, rb, count, o->dt, comm);
         break;
     case REDUCE_SCATTER:
-        rc = o->stream ? fc_reduce_scatter_stream(sb, rs_recv, count, o->dt, o->op, comm, st)
-                       : fc_reduce_scatter(sb, rs_recv, count, o->dt, o->op, comm);
+        rc = o->stream ? fc_reduce_scatter_stream(sb, rs_recv, count, o->dt, perf_op, comm, st)
+                       : fc_reduce_scatter(sb, rs_recv, count, o->dt, perf_op, comm);
         break;
     case ALLTOALL: return fc_alltoall(s, rb, count, o->dt, comm); /* -S refuses these two */
     case BARRIER: return fc_barrier(comm);

@@ -96,7 +96,7 @@ fc_info=${FC_RUN:-}; fc_info=${fc_info%fc_run}fc_info
 [ -x "$fc_info" ] || fc_info="$here/../../fc_info"
 for algo in $("$fc_info" -A 2>/dev/null); do
     one "FC_ALGO=$algo" -p tcp -n 3 -x "FC_ALGO=$algo" allreduce broadcast reduce allgather \
-        reduce_scatter alltoall barrier gather_scatter vcoll reproducible
+        reduce_scatter alltoall barrier gather_scatter vcoll reproducible fp8_premul
 done
 echo "=== fc_run"
 if "$here/fc_run_test.sh"; then

@@ -320,6 +320,23 @@ static void check_premul_errors(struct ft *t)
     FT_CHECK(t, rc == FC_ERR_INVALID_ARGUMENT, "destroying FC_SUM: %s", fc_strerror(rc));
     rc = fc_op_create_premulsum(&op, NULL, FC_FLOAT32, t->comm);
     FT_CHECK(t, rc == FC_ERR_INVALID_ARGUMENT, "a NULL scalar: %s", fc_strerror(rc));
+    /* small calls are kept and run again: two ops of other scalars, in turn,
+     * must each get their own */
+    fc_op_t two, three;
+    float s2 = 2, s3 = 3;
+    FT_OK(t, fc_op_create_premulsum(&two, &s2, FC_FLOAT32, t->comm));
+    FT_OK(t, fc_op_create_premulsum(&three, &s3, FC_FLOAT32, t->comm));
+    for (int k = 0; k < 6; k++) {
+        float y[8];
+        for (int i = 0; i < 8; i++)
+            y[i] = (float)(i + 1);
+        FT_OK(t, fc_allreduce(y, y, 8, FC_FLOAT32, k % 2 ? three : two, t->comm));
+        for (int i = 0; i < 8; i++)
+            FT_CHECK(t, y[i] == (float)((k % 2 ? 3 : 2) * (i + 1) * t->size),
+                     "call %d (scalar %d), y[%d] = %g", k, k % 2 ? 3 : 2, i, (double)y[i]);
+    }
+    FT_OK(t, fc_op_destroy(two, t->comm));
+    FT_OK(t, fc_op_destroy(three, t->comm));
     /* the slot is used again, and the op works */
     FT_OK(t, fc_op_create_premulsum(&op, &s, FC_FLOAT32, t->comm));
     FT_OK(t, fc_allreduce(x, x, 4, FC_FLOAT32, op, t->comm));

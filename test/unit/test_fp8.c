@@ -301,7 +301,7 @@ Test(fp8, sizes_and_names)
 Test(premul, every_type_multiplies_like_its_prod)
 {
     for (int dt = 0; reduce_dt_valid(dt); dt++) {
-        enum { N = 1031 };
+        enum { N = 5031 }; /* more than two of the fused kernel's tiles */
         static unsigned char x[N * 8], m[N * 8], want[N * 8], got[N * 8 + 8];
         const size_t es = fc_datatype_size((fc_datatype_t)dt);
         uint64_t s = 7 + (uint64_t)dt;
@@ -322,6 +322,25 @@ Test(premul, every_type_multiplies_like_its_prod)
                 cr_assert_fail("%s: element %zu differs from the product kernel's",
                                reduce_dt_name(dt), i / es);
         cr_assert_eq(got[N * es], 0x5a, "%s: wrote past the end", reduce_dt_name(dt));
+        /* fused with the sum, either operand scaled, over several tiles */
+        static unsigned char y[N * 8], sum[N * 8];
+        for (size_t i = 0; i < N * es; i++)
+            y[i] = (unsigned char)rng(&s);
+        if (dt == FC_FLOAT16 || dt == FC_BFLOAT16 || dt == FC_FLOAT32 || dt == FC_FLOAT64)
+            for (size_t i = 0; i < N; i++)
+                y[i * es + es - 1] &= 0x3f;
+        reduce_fn_get((fc_datatype_t)dt, FC_SUM)(sum, want, y, N);
+        for (int pm = 1; pm <= 2; pm++) {
+            memset(got, 0x5a, sizeof(got));
+            reduce_premul_sum((fc_datatype_t)dt, pm, got, pm == 1 ? x : y, pm == 1 ? y : x, N,
+                              scalar);
+            if (pm == 2) /* a + b*s: the sum's operands in the other order */
+                reduce_fn_get((fc_datatype_t)dt, FC_SUM)(sum, y, want, N);
+            cr_assert(memcmp(got, sum, N * es) == 0, "%s: the fused sum (operand %d scaled) "
+                      "differs from scaling, then summing", reduce_dt_name(dt), pm);
+            cr_assert_eq(got[N * es], 0x5a, "%s: the fused sum wrote past the end",
+                         reduce_dt_name(dt));
+        }
         /* in place */
         memcpy(got, x, N * es);
         reduce_premul_get((fc_datatype_t)dt)(got, got, N, scalar);
