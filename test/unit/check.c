@@ -216,7 +216,7 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
     struct coll_args tmpl = {
         .kind = c->kind, .rank = 0, .nranks = n, .root = c->root, .count = c->count,
         .dt = c->dt, .op = c->op, .esize = es, .in_place = c->in_place,
-        .node = c->node, .nnodes = c->nnodes,
+        .node = c->node, .nnodes = c->nnodes, .premul = c->premul ? (const void *)c : NULL,
     };
     char herr[512];
     fc_result_t rc;
@@ -228,6 +228,13 @@ int check_coll(const struct coll_algo *al, const struct check_case *c, char *err
 
     reduce_fn fn = reduce_fn_get(c->dt, c->op);
     reduce_scale_fn sfn = reduce_scale_get(c->dt);
+    if (c->premul) { /* each input times its rank's scalar, then summed */
+        unsigned char sc[8];
+        for (int r = 0; r < n; r++) {
+            h_premul_scalar(c->dt, r, sc);
+            reduce_premul_get(c->dt)(input[r], input[r], ns, sc);
+        }
+    }
     if (c->kind == COLL_ALLREDUCE || c->kind == COLL_REDUCE || c->kind == COLL_REDUCE_SCATTER) {
         memcpy(acc, input[0], ns * es);
         for (int r = 1; r < n; r++)

@@ -21,6 +21,7 @@ struct check_case {
     struct h_opts opts;
     const int *node; /* every rank's node (NULL: none known) */
     int nnodes;
+    int premul; /* a pre-scaled sum (op FC_SUM): rank r's scalar h_premul_scalar's */
 };
 
 /* Returns 0 when correct; else writes what went wrong into err. */

@@ -44,7 +44,19 @@ fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void
         sched_init(&s[r], a.dt, a.op, n);
         s[r].coll_name = coll_kind_name(a.kind);
         s[r].algo_name = al->name;
-        rc = al->build(&s[r], &a);
+        if (a.premul) { /* as collective.c builds a pre-scaled sum */
+            const int ip = a.in_place;
+            unsigned char sc[8];
+            h_premul_scalar(a.dt, r, sc);
+            a.in_place = 0;
+            rc = al->build(&s[r], &a);
+            const size_t in = a.count * a.esize * (a.kind == COLL_REDUCE_SCATTER ? (size_t)n : 1);
+            if (rc == FC_SUCCESS)
+                rc = sched_premul_input(&s[r], ip && a.kind != COLL_REDUCE_SCATTER ? R_RECV : R_SEND,
+                                        in, sc, ip);
+        } else {
+            rc = al->build(&s[r], &a);
+        }
         if (rc != FC_SUCCESS) {
             snprintf(err, errlen, "build failed at rank %d", r);
             goto out;
@@ -179,6 +191,29 @@ out:
     return early;
 }
 
+static void store_one(void *p, size_t k, fc_datatype_t dt, double v)
+{
+    switch (dt) {
+    case FC_INT8: ((int8_t *)p)[k] = (int8_t)v; break;
+    case FC_UINT8: ((uint8_t *)p)[k] = (uint8_t)v; break;
+    case FC_INT32: ((int32_t *)p)[k] = (int32_t)v; break;
+    case FC_UINT32: ((uint32_t *)p)[k] = (uint32_t)v; break;
+    case FC_INT64: ((int64_t *)p)[k] = (int64_t)v; break;
+    case FC_UINT64: ((uint64_t *)p)[k] = (uint64_t)v; break;
+    case FC_FLOAT16: ((uint16_t *)p)[k] = reduce_float_to_half((float)v); break;
+    case FC_BFLOAT16: ((uint16_t *)p)[k] = reduce_float_to_bf16((float)v); break;
+    case FC_FLOAT32: ((float *)p)[k] = (float)v; break;
+    case FC_FLOAT64: ((double *)p)[k] = v; break;
+    case FC_FLOAT8_E4M3: ((uint8_t *)p)[k] = fp8_e4m3_from_f32((float)v); break;
+    case FC_FLOAT8_E5M2: ((uint8_t *)p)[k] = fp8_e5m2_from_f32((float)v); break;
+    }
+}
+
+void h_premul_scalar(fc_datatype_t dt, int r, void *out)
+{
+    store_one(out, 0, dt, (double)(r % 2 + 1));
+}
+
 void h_fill(void *p, fc_datatype_t dt, fc_op_t op, int r, int nranks, size_t first, size_t n)
 {
     for (size_t k = 0; k < n; k++) {
@@ -204,19 +239,6 @@ void h_fill(void *p, fc_datatype_t dt, fc_op_t op, int r, int nranks, size_t fir
         int is_unsigned = dt == FC_UINT8 || dt == FC_UINT32 || dt == FC_UINT64;
         if (is_unsigned && v < 0)
             v = -v;
-        switch (dt) {
-        case FC_INT8: ((int8_t *)p)[k] = (int8_t)v; break;
-        case FC_UINT8: ((uint8_t *)p)[k] = (uint8_t)v; break;
-        case FC_INT32: ((int32_t *)p)[k] = (int32_t)v; break;
-        case FC_UINT32: ((uint32_t *)p)[k] = (uint32_t)v; break;
-        case FC_INT64: ((int64_t *)p)[k] = (int64_t)v; break;
-        case FC_UINT64: ((uint64_t *)p)[k] = (uint64_t)v; break;
-        case FC_FLOAT16: ((uint16_t *)p)[k] = reduce_float_to_half((float)v); break;
-        case FC_BFLOAT16: ((uint16_t *)p)[k] = reduce_float_to_bf16((float)v); break;
-        case FC_FLOAT32: ((float *)p)[k] = (float)v; break;
-        case FC_FLOAT64: ((double *)p)[k] = v; break;
-        case FC_FLOAT8_E4M3: ((uint8_t *)p)[k] = fp8_e4m3_from_f32((float)v); break;
-        case FC_FLOAT8_E5M2: ((uint8_t *)p)[k] = fp8_e5m2_from_f32((float)v); break;
-        }
+        store_one(p, k, dt, v);
     }
 }

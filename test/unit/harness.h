@@ -32,5 +32,8 @@ int h_run_late(const struct coll_algo *al, const struct coll_args *tmpl, int lat
 /* Fills n elements of dt at p with the closed-form input of rank r for op:
  * small integers whose sums and products are exact in every type. */
 void h_fill(void *p, fc_datatype_t dt, fc_op_t op, int r, int nranks, size_t first, size_t n);
+/* Rank r's scalar of a pre-scaled sum (tmpl->premul non-NULL in h_run: its
+ * builds go through sched_premul_input as collective.c's do): 1 or 2 in dt. */
+void h_premul_scalar(fc_datatype_t dt, int r, void *out);
 
 #endif

@@ -913,3 +913,45 @@ Test(reproducible, every_output_byte_is_the_rank_order_chain, .timeout = 300)
                         }
                 }
 }
+
+/* Pre-scaled sums (fc_op_create_premulsum): every reduction algorithm built
+ * as collective.c builds them (sched_premul_input: copies that scale,
+ * reductions that scale an operand, sends that follow a scaled copy, or the
+ * whole input scaled first in place), each rank's scalar 1 or 2, at 1-17,
+ * 31, 33 and 64 ranks on nodes of two ranks (the node-aware algorithms
+ * too); counts 0 to large, in place and out of place, one chunk and 64-byte
+ * chunks shuffled, and local steps completing late up to 9 ranks; int8
+ * (wrapping), bfloat16, float32 and float64 in turn. Every element and the
+ * guards checked. */
+Test(premul, every_reduction_algorithm, .timeout = 600)
+{
+    static const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 33, 64};
+    static const fc_datatype_t dts[] = {FC_FLOAT32, FC_INT8, FC_BFLOAT16, FC_FLOAT64};
+    int node[64], runs = 0;
+    for (int r = 0; r < 64; r++)
+        node[r] = r / 2;
+    for (int ai = 0; coll_algos[ai]; ai++) {
+        const struct coll_algo *al = coll_algos[ai];
+        if (!is_reduction(al->kind))
+            continue;
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+            const int n = ns[ni];
+            for (int ci = 0; ci < 5; ci++)
+                for (int ip = 0; ip < 2; ip++)
+                    for (int e = 0; e < (n <= 9 ? 3 : 2); e++) {
+                        struct check_case c = {
+                            .kind = al->kind, .nranks = n, .root = (ci + 1) % n,
+                            .in_place = ip, .count = counts_for(n, ci),
+                            .dt = dts[(ni + (size_t)ci) % 4], .op = FC_SUM, .node = node,
+                            .nnodes = (n + 1) / 2, .premul = 1,
+                            .opts = {.chunk = e ? 64 : 0, .window = 4,
+                                     .seed = e == 1 ? (unsigned)(n * 31 + ci) : 0,
+                                     .async_local = e == 2},
+                        };
+                        run_one(al, &c);
+                        runs++;
+                    }
+        }
+    }
+    cr_assert_gt(runs, 1000, "only %d cases ran", runs);
+}
