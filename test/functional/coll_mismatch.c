@@ -65,8 +65,20 @@ static fc_result_t do_v(const struct call *c, void *buf, void *out, fc_comm_t co
     return fc_alltoallv(buf, out, vc, vd, rc, vd, c->dt, comm);
 }
 
+/* a pre-scaled sum (by 1) made on the call's communicator */
+#define OP_PREMUL ((fc_op_t)1000)
+
 static fc_result_t do_call(const struct call *c, void *buf, void *out, fc_comm_t comm)
 {
+    if (c->kind == K_ALLREDUCE && c->op == OP_PREMUL) {
+        fc_op_t op;
+        const float one = 1.0f;
+        if (fc_op_create_premulsum(&op, &one, FC_FLOAT32, comm) != FC_SUCCESS)
+            return FC_ERR_INTERNAL;
+        fc_result_t rc = fc_allreduce(buf, out, c->count, c->dt, op, comm);
+        fc_op_destroy(op, comm);
+        return rc;
+    }
     switch (c->kind) {
     case K_ALLGATHERV:
     case K_ALLTOALLV:
@@ -167,6 +179,8 @@ int main(void)
     one_case(&t, "int32", ar, x, "int32");
     x = ar, x.op = FC_MAX;
     one_case(&t, "op", ar, x, "max");
+    x = ar, x.op = OP_PREMUL; /* the scalars may differ; a sum against a pre-scaled one not */
+    one_case(&t, "premulsum", ar, x, "pre-scaled sum");
     struct call bc = {K_BCAST, n, FC_FLOAT32, FC_SUM, 0};
     x = bc, x.root = last;
     one_case(&t, "root", bc, x, "root");
