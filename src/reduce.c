@@ -420,7 +420,8 @@ static inline double max_f64(double x, double y)
     }                                                                                              \
     static void p_##tag(void *dst, const void *src, size_t n, const void *scalar)                  \
     {                                                                                              \
-        const UT m = ld_##utag(scalar, 0);                                                         \
+        UT m; /* the scalar may sit at any address */                                              \
+        memcpy(&m, scalar, sizeof(m));                                                             \
         for (size_t i = 0; i < n; i++)                                                             \
             st_##utag(dst, i, prod_##tag(ld_##utag(src, i), m));                                  \
     }
@@ -436,7 +437,7 @@ static inline double max_f64(double x, double y)
  * once. (For +, *, / that equals rounding the exact result directly to the
  * half type: fp32 has more than 2p + 2 bits for p = 11 and p = 8.)
  */
-#define RD_DEF_FLOAT(tag, CT, mtag)                                                                \
+#define RD_DEF_FLOAT(tag, CT, mtag, ES)                                                            \
     RD_DEF_KERNEL(k_##tag##_sum, CT, ld_##tag, st_##tag, RD_ADD)                                   \
     RD_DEF_KERNEL(k_##tag##_prod, CT, ld_##tag, st_##tag, RD_MUL)                                  \
     RD_DEF_KERNEL(k_##tag##_min, CT, ld_##tag, st_##tag, min_##mtag)                               \
@@ -452,7 +453,9 @@ static inline double max_f64(double x, double y)
     }                                                                                              \
     static void p_##tag(void *dst, const void *src, size_t n, const void *scalar)                  \
     {                                                                                              \
-        const CT m = ld_##tag(scalar, 0);                                                          \
+        uint64_t sv = 0; /* the scalar's ES bytes, aligned: it may sit at any address */           \
+        memcpy(&sv, scalar, ES);                                                                   \
+        const CT m = ld_##tag(&sv, 0);                                                             \
         for (size_t i = 0; i < n; i++)                                                             \
             st_##tag(dst, i, ld_##tag(src, i) * m);                                                \
     }
@@ -463,12 +466,12 @@ RD_DEF_INT(i32, int32_t, u32, uint32_t, i32, int32_t, int64_t)
 RD_DEF_INT(u32, uint32_t, u32, uint32_t, u32, uint32_t, uint64_t)
 RD_DEF_INT(i64, int64_t, u64, uint64_t, u64, uint64_t, int64_t)
 RD_DEF_INT(u64, uint64_t, u64, uint64_t, u64, uint64_t, uint64_t)
-RD_DEF_FLOAT(f16, float, f32)
-RD_DEF_FLOAT(bf16, float, f32)
-RD_DEF_FLOAT(f32, float, f32)
-RD_DEF_FLOAT(f64, double, f64)
-RD_DEF_FLOAT(e4m3, float, f32)
-RD_DEF_FLOAT(e5m2, float, f32)
+RD_DEF_FLOAT(f16, float, f32, 2)
+RD_DEF_FLOAT(bf16, float, f32, 2)
+RD_DEF_FLOAT(f32, float, f32, 4)
+RD_DEF_FLOAT(f64, double, f64, 8)
+RD_DEF_FLOAT(e4m3, float, f32, 1)
+RD_DEF_FLOAT(e5m2, float, f32, 1)
 
 /* ------------------------------------------------------------------------
  * 5. Tables and helpers

@@ -136,7 +136,7 @@ struct sched {
     fc_op_t op;
     size_t esize;
     int nranks;               /* divisor for SCALE */
-    unsigned char premul[8];  /* PREMUL's scalar, a value of dt (sched_premul_input) */
+    _Alignas(8) unsigned char premul[8]; /* PREMUL's scalar, a value of dt (sched_premul_input) */
     const char *coll_name, *algo_name;
     /* whose call this is, for profiling events (set by the caller) */
     int prof_rank;

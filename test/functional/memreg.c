@@ -49,6 +49,10 @@ static void one_range(struct ft *t, fc_comm_t comm, char *sb, char *rb, size_t o
 {
     const int n = t->size;
     float *h = malloc(count * sizeof(float) + 4);
+    if (!h) {
+        FT_CHECK(t, 0, "%s: out of memory", what);
+        return;
+    }
     for (size_t i = 0; i < count; i++)
         h[i] = (float)((t->rank + (int)(i % 7)) % 7);
     put(sb + off, h, count * sizeof(float));
@@ -85,6 +89,10 @@ static void ring(struct ft *t, fc_comm_t comm, char *sb, char *rb, size_t off, s
         return;
     const int right = (t->rank + 1) % t->size, left = (t->rank + t->size - 1) % t->size;
     int *h = malloc(count * sizeof(int) + 4);
+    if (!h) {
+        FT_CHECK(t, 0, "ring: out of memory");
+        return;
+    }
     for (size_t i = 0; i < count; i++)
         h[i] = t->rank * 1000003 + (int)i;
     put(sb + off, h, count * sizeof(int));
