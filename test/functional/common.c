@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "common.h"
 
+#include "gpu_util.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -79,6 +81,26 @@ int ft_skip(struct ft *t, const char *why)
         printf("%s: not run: %s\n", t->name, why);
     fc_comm_destroy(t->comm);
     return FT_SKIP;
+}
+
+int ft_memory(struct ft *t, const char *var, void **stream)
+{
+    const char *m = getenv(var);
+    const int mem = m && !strcmp(m, "device") ? 1 : stream && m && !strcmp(m, "stream") ? 2 : 0;
+    if (!mem)
+        return 0;
+    fc_comm_attr_t attr;
+    FT_OK(t, fc_comm_query(t->comm, &attr));
+    const char *why = NULL;
+    if (gu_init(attr.local_rank, &why) != 0) {
+        ft_skip(t, why);
+        return -1;
+    }
+    if (mem == 2 && !(*stream = gu_stream_create())) {
+        ft_skip(t, "no CUDA stream could be made");
+        return -1;
+    }
+    return mem;
 }
 
 double ft_timeout(void)

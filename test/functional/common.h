@@ -31,6 +31,11 @@ int ft_finish(struct ft *t);
 /* A test that cannot run here: rank 0 says why ("<name>: not run: why"),
  * the communicator goes; returns FT_SKIP for main to return. */
 int ft_skip(struct ft *t, const char *why);
+/* The buffers a test's variable (FT_VCOLL_MEMORY, ...) asks for: 0 host;
+ * "device": 1, with this rank's GPU ready; "stream" (only where stream is
+ * not NULL): 2, with *stream a CUDA stream of the test's. Where the GPU
+ * cannot be used: -1, after ft_skip said why (return FT_SKIP then). */
+int ft_memory(struct ft *t, const char *var, void **stream);
 /* The ranks' FC_TIMEOUT in seconds (300 when unset), for tests that time it. */
 double ft_timeout(void);
 /* With a peer gone without a word: fc_allreduce(buf, buf, count,

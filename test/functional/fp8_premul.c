@@ -350,17 +350,8 @@ int main(void)
 {
     struct ft t;
     ft_init(&t, "fp8_premul");
-    const char *m = getenv("FT_FP8_MEMORY");
-    mem = m && !strcmp(m, "device") ? 1 : m && !strcmp(m, "stream") ? 2 : 0;
-    if (mem) {
-        fc_comm_attr_t attr;
-        FT_OK(&t, fc_comm_query(t.comm, &attr));
-        const char *why = NULL;
-        if (gu_init(attr.local_rank, &why) != 0)
-            return ft_skip(&t, why);
-        if (mem == 2 && !(stream = gu_stream_create()))
-            return ft_skip(&t, "no CUDA stream could be made");
-    }
+    if ((mem = ft_memory(&t, "FT_FP8_MEMORY", &stream)) < 0)
+        return FT_SKIP;
     int bad = check_fp8(&t, FC_FLOAT8_E4M3);
     bad += check_fp8(&t, FC_FLOAT8_E5M2);
     bad += check_premul(&t);

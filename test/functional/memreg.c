@@ -116,15 +116,8 @@ int main(void)
 {
     struct ft t;
     ft_init(&t, "memreg");
-    const char *m = getenv("FT_MEMREG_MEMORY");
-    dev = m && !strcmp(m, "device");
-    if (dev) {
-        fc_comm_attr_t attr;
-        FT_OK(&t, fc_comm_query(t.comm, &attr));
-        const char *why = NULL;
-        if (gu_init(attr.local_rank, &why) != 0)
-            return ft_skip(&t, why);
-    }
+    if ((dev = ft_memory(&t, "FT_MEMREG_MEMORY", NULL)) < 0)
+        return FT_SKIP;
     const size_t len = (8u << 20) + 4096;
     char *sb = alloc(len), *rb = alloc(len);
     FT_CHECK(&t, sb && rb, "cannot allocate 2 x %zu bytes", len);

@@ -70,14 +70,9 @@ int main(void)
     const char *e = getenv("FC_REPRODUCIBLE");
     const int strict = e && !strcmp(e, "1");
     const int n = t.size, me = t.rank;
-    const char *m = getenv("FT_REPRO_MEMORY");
-    if (m && !strcmp(m, "device")) {
-        fc_comm_attr_t attr;
-        FT_OK(&t, fc_comm_query(t.comm, &attr));
-        const char *why = NULL;
-        if (gu_init(attr.local_rank, &why) != 0)
-            return ft_skip(&t, why);
-        on_dev = 1;
+    if ((on_dev = ft_memory(&t, "FT_REPRO_MEMORY", NULL)) < 0)
+        return FT_SKIP;
+    if (on_dev) {
         d_in = gu_alloc(524288 * 4 * (size_t)n + 64);
         d_out = gu_alloc(524288 * 4 * (size_t)n + 64);
         if (!d_in || !d_out)

@@ -110,17 +110,8 @@ int main(void)
     struct ft t;
     ft_init(&t, "vcoll");
     const int n = t.size, me = t.rank;
-    const char *m = getenv("FT_VCOLL_MEMORY");
-    mem = m && !strcmp(m, "device") ? 1 : m && !strcmp(m, "stream") ? 2 : 0;
-    if (mem) {
-        fc_comm_attr_t attr;
-        FT_OK(&t, fc_comm_query(t.comm, &attr));
-        const char *why = NULL;
-        if (gu_init(attr.local_rank, &why) != 0)
-            return ft_skip(&t, why);
-        if (mem == 2 && !(stream = gu_stream_create()))
-            return ft_skip(&t, "no CUDA stream could be made");
-    }
+    if ((mem = ft_memory(&t, "FT_VCOLL_MEMORY", &stream)) < 0)
+        return FT_SKIP;
     size_t *rc = calloc((size_t)n, sizeof(size_t)), *rd = calloc((size_t)n, sizeof(size_t));
     size_t *sc = calloc((size_t)n, sizeof(size_t)), *sd = calloc((size_t)n, sizeof(size_t));
     int ncase = 0;
