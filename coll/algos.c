@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The table of every algorithm; fc_info -a and FC_ALGO read it. */
+/* The table of every algorithm (fc_info -a and FC_ALGO read it), and the
+ * one way to build one of them (coll_build). */
 #include <stddef.h>
 
 #include "coll.h"
@@ -61,4 +62,19 @@ int coll_any(const struct coll_args *a)
 {
     (void)a;
     return 1;
+}
+
+fc_result_t coll_build(const struct coll_algo *al, struct sched *s, const struct coll_args *a)
+{
+    if (!a->premul)
+        return al->build(s, a);
+    /* the algorithm reads its input from R_SEND, which then moves to the
+     * scaled copy */
+    struct coll_args b = *a;
+    b.in_place = 0;
+    fc_result_t rc = al->build(s, &b);
+    const size_t in =
+        a->count * a->esize * (a->kind == COLL_REDUCE_SCATTER ? (size_t)a->nranks : 1);
+    const int from = a->in_place && a->kind != COLL_REDUCE_SCATTER ? R_RECV : R_SEND;
+    return rc == FC_SUCCESS ? sched_premul_input(s, from, in, a->premul, a->in_place) : rc;
 }

@@ -193,6 +193,11 @@ struct coll_algo {
     int reproducible_only;
 };
 
+/* Builds al's schedule of the call a: al->build, except that a pre-scaled
+ * sum (a->premul), which no builder sees, is built out of place and then
+ * its input scaled (sched_premul_input). */
+fc_result_t coll_build(const struct coll_algo *al, struct sched *s, const struct coll_args *a);
+
 /* Ranks grouped by node (coll/nodes.c): node x's ranks, in rank order, are
  * ranks[first[x] .. first[x + 1]); lmax: the most on one node. */
 struct coll_nodes {

@@ -213,20 +213,7 @@ static fc_result_t build_from(struct fc_comm *c, struct comm_call *call, const c
         r->s.coll_name = coll_kind_name(a->kind);
         r->s.algo_name = al->name;
         r->s.sig_desc = coll_signature_desc;
-        if (a->premul) {
-            /* the algorithm reads its input from R_SEND, which then moves
-             * to the scaled copy */
-            struct coll_args b = *a;
-            b.in_place = 0;
-            rc = al->build(&r->s, &b);
-            const size_t in = a->count * a->esize *
-                              (a->kind == COLL_REDUCE_SCATTER ? (size_t)a->nranks : 1);
-            const int from = a->in_place && a->kind != COLL_REDUCE_SCATTER ? R_RECV : R_SEND;
-            if (rc == FC_SUCCESS)
-                rc = sched_premul_input(&r->s, from, in, a->premul, a->in_place);
-        } else {
-            rc = al->build(&r->s, a);
-        }
+        rc = coll_build(al, &r->s, a);
         if (rc == FC_SUCCESS && a->kind == COLL_ALLTOALLV)
             rc = sign_pairs(&r->s, a);
         else if (rc == FC_SUCCESS && coll_message_bound(a) > SIGN_GATE_MIN)

@@ -44,19 +44,12 @@ fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void
         sched_init(&s[r], a.dt, a.op, n);
         s[r].coll_name = coll_kind_name(a.kind);
         s[r].algo_name = al->name;
-        if (a.premul) { /* as collective.c builds a pre-scaled sum */
-            const int ip = a.in_place;
-            unsigned char sc[8];
+        _Alignas(8) unsigned char sc[8];
+        if (a.premul) { /* this rank's scalar */
             h_premul_scalar(a.dt, r, sc);
-            a.in_place = 0;
-            rc = al->build(&s[r], &a);
-            const size_t in = a.count * a.esize * (a.kind == COLL_REDUCE_SCATTER ? (size_t)n : 1);
-            if (rc == FC_SUCCESS)
-                rc = sched_premul_input(&s[r], ip && a.kind != COLL_REDUCE_SCATTER ? R_RECV : R_SEND,
-                                        in, sc, ip);
-        } else {
-            rc = al->build(&s[r], &a);
+            a.premul = sc;
         }
+        rc = coll_build(al, &s[r], &a);
         if (rc != FC_SUCCESS) {
             snprintf(err, errlen, "build failed at rank %d", r);
             goto out;
