@@ -222,41 +222,23 @@ uint16_t reduce_float_to_bf16(float f)
     return rd_float_to_bf16(f);
 }
 
-/* Element access for the half types: loads widen to fp32, stores round. */
-static inline float ld_f16(const void *p, size_t i)
-{
-    return rd_half_to_float(ld_u16(p, i));
-}
-static inline void st_f16(void *p, size_t i, float v)
-{
-    st_u16(p, i, rd_float_to_half(v));
-}
-static inline float ld_bf16(const void *p, size_t i)
-{
-    return rd_bf16_to_float(ld_u16(p, i));
-}
-static inline void st_bf16(void *p, size_t i, float v)
-{
-    st_u16(p, i, rd_float_to_bf16(v));
-}
-/* fp8 (fp8.h): loads widen to fp32 exactly, stores round to nearest-even
- * and saturate to the largest finite value. */
-static inline float ld_e4m3(const void *p, size_t i)
-{
-    return fp8_e4m3_to_f32(ld_u8(p, i));
-}
-static inline void st_e4m3(void *p, size_t i, float v)
-{
-    st_u8(p, i, fp8_e4m3_from_f32(v));
-}
-static inline float ld_e5m2(const void *p, size_t i)
-{
-    return fp8_e5m2_to_f32(ld_u8(p, i));
-}
-static inline void st_e5m2(void *p, size_t i, float v)
-{
-    st_u8(p, i, fp8_e5m2_from_f32(v));
-}
+/* Element access for the narrow floating types, stored as raw (u16 or u8):
+ * loads widen to fp32 (exactly), stores round to nearest-even; the fp8
+ * stores (fp8.h) also saturate to the largest finite value. */
+#define RD_DEF_NARROW(tag, raw, to_f32, from_f32)                                                  \
+    static inline float ld_##tag(const void *p, size_t i)                                          \
+    {                                                                                              \
+        return to_f32(ld_##raw(p, i));                                                             \
+    }                                                                                              \
+    static inline void st_##tag(void *p, size_t i, float v)                                        \
+    {                                                                                              \
+        st_##raw(p, i, from_f32(v));                                                               \
+    }
+
+RD_DEF_NARROW(f16, u16, rd_half_to_float, rd_float_to_half)
+RD_DEF_NARROW(bf16, u16, rd_bf16_to_float, rd_float_to_bf16)
+RD_DEF_NARROW(e4m3, u8, fp8_e4m3_to_f32, fp8_e4m3_from_f32)
+RD_DEF_NARROW(e5m2, u8, fp8_e5m2_to_f32, fp8_e5m2_from_f32)
 
 /* ------------------------------------------------------------------------
  * 3. Operators
