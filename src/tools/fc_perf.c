@@ -428,23 +428,9 @@ int main(int argc, char **argv)
     fc_comm_query(comm, &attr);
     size_t es = fc_datatype_size(o.dt);
     size_t bufb = o.maxb + 4096;
-    perf_op = o.op;
-    if (o.premul) {
-        unsigned char one[8] = {0};
-        static const double v = 1.0;
-        switch (o.dt) { /* 1 in the datatype */
-        case FC_FLOAT16: one[1] = 0x3c; break;
-        case FC_BFLOAT16: one[1] = 0x3f, one[0] = 0x80; break;
-        case FC_FLOAT32: one[3] = 0x3f, one[2] = 0x80; break;
-        case FC_FLOAT64: memcpy(one, &v, 8); break;
-        case FC_FLOAT8_E4M3: one[0] = 0x38; break;
-        case FC_FLOAT8_E5M2: one[0] = 0x3c; break;
-        default: one[0] = 1; break; /* integers, little-endian */
-        }
-        if (fc_op_create_premulsum(&perf_op, one, o.dt, comm) != FC_SUCCESS) {
-            fprintf(stderr, "fc_perf: -o premulsum: %s\n", fc_last_error());
-            return 1;
-        }
+    if (perf_op_make(&o, comm) != FC_SUCCESS) {
+        fprintf(stderr, "fc_perf: -o premulsum: %s\n", fc_last_error());
+        return 1;
     }
     char *sb, *rb;
     if (o.cuda) { /* the GPU first: buffers there need it */

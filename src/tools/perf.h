@@ -49,8 +49,10 @@ struct perf_opts {
 
 /* ---- perf_calls.c ------------------------------------------------------------ */
 
-/* the op the calls pass: o->op, or with -o premulsum a pre-scaled sum by 1 */
+/* the op the calls pass (perf_op_make): o->op, or with -o premulsum a
+ * pre-scaled sum by 1 made on comm */
 extern fc_op_t perf_op;
+fc_result_t perf_op_make(const struct perf_opts *o, fc_comm_t comm);
 /* -S: the stream of the stream-ordered calls (NULL: none) */
 extern void *perf_stream;
 /* -D cuda: host shadows of the device buffers (checked calls), and their size */

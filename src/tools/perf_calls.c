@@ -127,6 +127,16 @@ static double load(const void *b, size_t i, fc_datatype_t dt)
     return 0;
 }
 
+fc_result_t perf_op_make(const struct perf_opts *o, fc_comm_t comm)
+{
+    perf_op = o->op;
+    if (!o->premul)
+        return FC_SUCCESS;
+    uint64_t one; /* 1 in the datatype */
+    store(&one, 0, o->dt, 1.0);
+    return fc_op_create_premulsum(&perf_op, &one, o->dt, comm);
+}
+
 /* the reduction of input() over n ranks (no wrap: checked sizes keep it
  * small for every op but int8 products, which are skipped) */
 static double reduced(fc_op_t op, int n, size_t i)
