@@ -12,7 +12,8 @@ struct h_opts {
     int window;     /* chunks in flight per step */
     unsigned seed;  /* 0: completions in order; else shuffled */
     int async_local; /* local steps run later by the transport (the GPU path) */
-    int ordered_sends; /* sends complete in posting order (libfabric 1.17 shm) */
+    int ordered_sends; /* sends complete in posting order (libfabric 1.17 shm); with a
+                          node map, only those between ranks of one node */
 };
 
 /* Builds al for every rank (tmpl with .rank set) and runs them. For

@@ -60,6 +60,7 @@ struct loop_fabric {
     int nranks;
     unsigned seed;
     int ordered_sends;
+    const int *node; /* ordered only between ranks of one node (NULL: all) */
     struct loop_ep *eps;
     struct loop_op *free_ops;
     uint64_t msgs, bytes;
@@ -187,7 +188,7 @@ static fc_result_t loop_send(struct transport *t, int peer, uint64_t tag, const 
         return FC_ERR(FC_ERR_INTERNAL, "loopback: send to bad peer %d", peer);
     struct loop_ep *d = &f->eps[peer];
     struct loop_sq *sq = NULL;
-    if (f->ordered_sends) {
+    if (f->ordered_sends && (!f->node || f->node[peer] == f->node[ep->rank])) {
         sq = calloc(1, sizeof(*sq));
         if (!sq)
             return FC_ERR(FC_ERR_NO_MEMORY, "loopback: out of memory");
@@ -386,6 +387,12 @@ int loop_fabric_pending(const struct loop_fabric *f)
 void loop_fabric_order_sends(struct loop_fabric *f)
 {
     f->ordered_sends = 1;
+}
+
+void loop_fabric_order_node_sends(struct loop_fabric *f, const int *node)
+{
+    f->ordered_sends = 1;
+    f->node = node;
 }
 
 static void free_list(struct loop_op *o)

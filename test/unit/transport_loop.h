@@ -31,6 +31,11 @@ struct loop_fabric *loop_fabric_create_async(int nranks, unsigned seed);
  * completed from its head), under which a schedule that posts a receive
  * late can deadlock: call before the first send. */
 void loop_fabric_order_sends(struct loop_fabric *f);
+/* The same for the sends between ranks of one node only (node[r]: rank
+ * r's), as under per-peer paths: shm, whose completions are so ordered,
+ * carries a node's own messages, and the network provider, whose are not,
+ * the others. node must outlive f. */
+void loop_fabric_order_node_sends(struct loop_fabric *f, const int *node);
 struct transport *loop_transport(struct loop_fabric *f, int rank);
 /* Messages and bytes delivered so far (all ranks). */
 void loop_fabric_stats(const struct loop_fabric *f, uint64_t *msgs, uint64_t *bytes);
