@@ -448,52 +448,6 @@ Test(hier, allreduce_ring_and_tree_across_nodes, .timeout = 300)
     }
 }
 
-/* hier allreduce by groups of the ring's blocks inside the node too
- * (where a slice's block reaches 64 KiB): a group per block, with every
- * dependency chunk by chunk, at 2, 3 and 4 nodes (even, interleaved,
- * uneven); 8 groups of 1 or 2 blocks at 10 nodes (interleaved); counts
- * just below and above the threshold and an odd large one; many chunks
- * with completions shuffled, local steps late, sends inside a node in
- * posting order (shm); every op, in place and not, and a pre-scaled sum.
- * A dependency left out shows as a wrong element here. */
-Test(hier, allreduce_by_blocks, .timeout = 300)
-{
-    static const int l22[] = {0, 0, 1, 1}, lint[] = {0, 1, 2, 0, 1, 2, 0},
-                     l3241[] = {0, 0, 0, 1, 1, 2, 2, 2, 2, 3};
-    static int l10[20];
-    for (int r = 0; r < 20; r++)
-        l10[r] = r % 10;
-    static const struct {
-        const int *node;
-        int n, m, lmax;
-    } lay[] = {{l22, 4, 2, 2}, {lint, 7, 3, 3}, {l3241, 10, 4, 4}, {l10, 20, 10, 2}};
-    const struct coll_algo *al = coll_algo_find(COLL_ALLREDUCE, "hier", 4);
-    cr_assert_not_null(al);
-    for (size_t li = 0; li < 4; li++) {
-        /* a slice of count / lmax float32 goes by blocks from m * 64 KiB */
-        const size_t at = (size_t)lay[li].lmax * (size_t)lay[li].m * 16384;
-        const size_t cnts[] = {at - (size_t)lay[li].lmax, at + 5, at * 3 + 11};
-        for (size_t i = 0; i < 3; i++)
-            for (int oi = 0; oi < 6; oi++) {
-                struct check_case c = {.kind = COLL_ALLREDUCE, .nranks = lay[li].n,
-                                       .in_place = (int)((i + (size_t)oi) & 1),
-                                       .count = cnts[i], .dt = FC_FLOAT32,
-                                       .op = all_op[oi % 5], .premul = oi == 5,
-                                       .node = lay[li].node, .nnodes = lay[li].m};
-                const struct h_opts opts[] = {
-                    {.chunk = 8192, .window = 3, .seed = (unsigned)(li * 7 + i + 1)},
-                    {.chunk = 4096, .window = 2, .seed = (unsigned)(li * 5 + i + 2),
-                     .async_local = 1},
-                    {.chunk = 16384, .window = 2, .seed = 0, .ordered_sends = 1},
-                };
-                for (size_t j = 0; j < 3; j++) {
-                    c.opts = opts[j];
-                    run_one(al, &c);
-                }
-            }
-    }
-}
-
 Test(hier, allreduce_at_64_nodes, .timeout = 300) { hier_big(COLL_ALLREDUCE); }
 Test(hier, bcast_at_64_nodes, .timeout = 300) { hier_big(COLL_BCAST); }
 Test(hier, reduce_at_64_nodes, .timeout = 300) { hier_big(COLL_REDUCE); }
