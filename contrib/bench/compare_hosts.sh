@@ -30,11 +30,14 @@
 # sends S each way between hosts 1 and 2 at once over plain sockets: what
 # these links give at best. TBF_LATENCY (default 50ms) sets tbf's queue.
 #
-# Usage: compare_hosts.sh [-b BUILDDIR] [-H HOSTS] [-L RANKS_PER_HOST]
+# Usage: compare_hosts.sh [-b BUILDDIR] [-H HOSTS] [-L RANKS_PER_HOST|R1,R2,...]
 #            [-e MAXBYTES] [-f FACTOR] [-i ITERS] [-w WARMUP] [-r ROUNDS]
 #            [-s RATE] [-d DELAY] [-x VAR=VALUE]... [-o OUTDIR]
-# -x passes a setting to both fabcoll configurations (repeatable). fabcoll
-# runs with FC_SPIN=1 as Open MPI runs with mpi_yield_when_idle 1: each
+# -L with a comma list gives each host its own number of ranks (an uneven
+# job, e.g. -L 3,1,2: 3 hosts, ranks 0-2 on the first); -H is then the
+# list's length. -x passes a setting to both fabcoll configurations
+# (repeatable). fabcoll runs with FC_SPIN=1 as Open MPI runs with
+# mpi_yield_when_idle 1: each
 # namespace host believes it has this machine's CPUs to itself, so neither
 # library would otherwise yield while 4 ranks share 2 cores.
 # Defaults: 2 hosts x 2 ranks, 8 B to 32 MiB by x4, 20 calls after 5
@@ -60,8 +63,18 @@ while getopts "b:H:L:e:f:i:w:r:s:d:x:o:h" o; do
     d) delay=$OPTARG ;;
     x) fcenv+=(-x "$OPTARG") ;;
     o) out=$OPTARG ;;
-    *) sed -n '3,41p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '3,46p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
+done
+IFS=, read -r -a per_host <<<"$local"
+if [ ${#per_host[@]} -gt 1 ]; then
+    hosts=${#per_host[@]}
+else
+    per_host=()
+    for _ in $(seq 1 "$hosts"); do per_host+=("$local"); done
+fi
+for l in "${per_host[@]}"; do
+    [[ "$l" =~ ^[1-9][0-9]*$ ]] || { echo "compare_hosts: -L wants a rank count per host, got '$local'" >&2; exit 2; }
 done
 for tool in mpicc mpirun python3 ip tc unshare; do
     command -v $tool >/dev/null || { echo "compare_hosts: $tool is missing (contrib/ci/install-deps.sh --full)" >&2; exit 1; }
@@ -151,9 +164,11 @@ h=$1; shift
 exec ip netns exec "$h" unshare --uts bash -c "hostname $h; $*"
 A
 chmod +x "$out/nsagent"
-hostlist=""
-for k in $(seq 1 "$hosts"); do hostlist="$hostlist${hostlist:+,}${P}h$k:$local"; done
-n=$((hosts * local))
+hostlist="" n=0
+for k in $(seq 1 "$hosts"); do
+    hostlist="$hostlist${hostlist:+,}${P}h$k:${per_host[k - 1]}"
+    n=$((n + per_host[k - 1]))
+done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun_=(mpirun --host "$hostlist" -n "$n" --bind-to none --mca plm_rsh_agent "$out/nsagent"
     --mca oob_tcp_if_include "$net.0/24" --mca btl_tcp_if_include "$net.0/24"
