@@ -293,7 +293,8 @@ Test(allreduce, gather_fused_sends_the_same_messages)
  * interleaved, 1+2+2+2, 4+4 and 9+8; counts below and around the slices;
  * every type at a few layouts, every op; roots on every kind of node; in
  * place and not; one chunk and many, completions shuffled, local steps
- * late. One node, a rank per node and no map are refused. */
+ * late, sends inside a node completing in posting order. One node, a rank
+ * per node and no map are refused. */
 static void hier_layouts(const struct coll_algo *al)
 {
     static const int l22[] = {0, 0, 1, 1}, l3241[] = {0, 0, 0, 1, 1, 2, 2, 2, 2, 3},
@@ -346,6 +347,11 @@ static void hier_layouts(const struct coll_algo *al)
                         c.opts = (struct h_opts){.chunk = 128, .window = 2,
                                                  .seed = (unsigned)(li * 7 + ci + 3),
                                                  .async_local = 1};
+                        run_one(al, &c);
+                        /* the node's own sends complete in posting order,
+                         * as on libfabric 1.17 shm under per-peer paths */
+                        c.opts = (struct h_opts){.chunk = 64, .window = 2,
+                                                 .ordered_sends = 1};
                         run_one(al, &c);
                     }
                 }
