@@ -24,10 +24,8 @@ fc_result_t h_run(const struct coll_algo *al, const struct coll_args *tmpl, void
         rc = FC_ERR_NO_MEMORY;
         goto out;
     }
-    if (o->ordered_sends && tmpl->node) /* the node's own sends on shm */
-        loop_fabric_order_node_sends(f, tmpl->node);
-    else if (o->ordered_sends)
-        loop_fabric_order_sends(f);
+    if (o->ordered_sends) /* with a node map, the node's own sends (shm) */
+        loop_fabric_order_sends(f, tmpl->node);
     for (int r = 0; r < n; r++) {
         struct coll_args a = *tmpl;
         a.rank = r;

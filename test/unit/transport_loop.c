@@ -384,12 +384,7 @@ int loop_fabric_pending(const struct loop_fabric *f)
     return n;
 }
 
-void loop_fabric_order_sends(struct loop_fabric *f)
-{
-    f->ordered_sends = 1;
-}
-
-void loop_fabric_order_node_sends(struct loop_fabric *f, const int *node)
+void loop_fabric_order_sends(struct loop_fabric *f, const int *node)
 {
     f->ordered_sends = 1;
     f->node = node;

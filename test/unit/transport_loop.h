@@ -29,13 +29,12 @@ struct loop_fabric *loop_fabric_create_async(int nranks, unsigned seed);
  * matched early waits for every earlier send of its rank to be matched.
  * This is libfabric 1.17 shm's behaviour (one response queue per endpoint,
  * completed from its head), under which a schedule that posts a receive
- * late can deadlock: call before the first send. */
-void loop_fabric_order_sends(struct loop_fabric *f);
-/* The same for the sends between ranks of one node only (node[r]: rank
- * r's), as under per-peer paths: shm, whose completions are so ordered,
- * carries a node's own messages, and the network provider, whose are not,
- * the others. node must outlive f. */
-void loop_fabric_order_node_sends(struct loop_fabric *f, const int *node);
+ * late can deadlock: call before the first send. With node (node[r]: rank
+ * r's node; it must outlive f), only the sends between ranks of one node
+ * are so ordered, as under per-peer paths, where shm carries a node's own
+ * messages and the network provider, whose completions are not ordered,
+ * the others; NULL: every send. */
+void loop_fabric_order_sends(struct loop_fabric *f, const int *node);
 struct transport *loop_transport(struct loop_fabric *f, int rank);
 /* Messages and bytes delivered so far (all ranks). */
 void loop_fabric_stats(const struct loop_fabric *f, uint64_t *msgs, uint64_t *bytes);
