@@ -37,9 +37,9 @@
 # job, e.g. -L 3,1,2: 3 hosts, ranks 0-2 on the first); -H is then the
 # list's length. -x passes a setting to both fabcoll configurations
 # (repeatable). fabcoll runs with FC_SPIN=1 as Open MPI runs with
-# mpi_yield_when_idle 1: each
-# namespace host believes it has this machine's CPUs to itself, so neither
-# library would otherwise yield while 4 ranks share 2 cores.
+# mpi_yield_when_idle 1: each namespace host believes it has this
+# machine's CPUs to itself, so neither library would otherwise yield
+# while 4 ranks share 2 cores.
 # Defaults: 2 hosts x 2 ranks, 8 B to 32 MiB by x4, 20 calls after 5
 # warm-up calls, 1 round, no shaping, output in bench-hosts/.
 # Needs root (ip netns, tc), Open MPI (mpicc, mpirun), python3; a fabcoll
