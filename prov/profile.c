@@ -23,10 +23,18 @@ struct profile {
 };
 
 /* Smallest message for fabcoll's RMA rendezvous (0: never). On host memory
- * shm already moves large messages with one copy (CMA) and tcp streams them
- * through the socket: the rendezvous's extra clear-to-send only costs there
- * (fc_perf, 2 ranks, 256 KiB-16 MiB: equal to 25% slower), so both leave
- * large messages to the provider's protocol. RDMA providers write user
+ * shm already moves large messages with one copy (CMA): the rendezvous's
+ * extra clear-to-send only costs there, so shm leaves them to the provider.
+ * tcp;ofi_rxm sends messages past its SAR limit (8 x 16 KiB) by a rendezvous
+ * of its own whose read request travels behind the bulk data queued the
+ * other way on the same connection (socket buffers of megabytes), so on a
+ * loaded link every chunk waits for a round trip through those queues;
+ * fabcoll's clear-to-send goes out when the receive is posted, ahead of the
+ * data, and the chunk is written as soon as it is ready. 2 namespace hosts
+ * x 2 ranks, each host's link shaped to 1 Gbit/s, 32 MiB allreduce: 1.13-1.15x
+ * the time its bytes need at the link's rate against 1.27-1.31x (1 rank per
+ * host: 1.04x against 1.46-1.53x); unshaped, CPU-bound, 32 KiB-32 MiB busbw
+ * moved within this machine's noise. RDMA providers write user
  * memory directly (not measured; conservative defaults). Endpoints that
  * take device memory (gdr) send messages of R_DEV bytes and more this way,
  * whatever the provider: its FIN is the only sure sign that the provider's
@@ -40,7 +48,7 @@ struct profile {
  * H200 shared under MPS, libfabric 1.22 shm, medians of two rounds: staged
  * 8 B 33 us, 512 B 36, 4 KiB 41, 32 KiB 51; direct 39, 38, 39, 39. */
 #define R_SHM 0
-#define R_TCP 0
+#define R_TCP (128u << 10)
 #define R_DEV (4u << 10)
 /* Device memory moves at NVLink speed on gdr endpoints: large chunks keep
  * the per-chunk handshakes off the critical path (allreduce busbw on 2
