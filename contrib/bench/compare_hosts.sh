@@ -28,7 +28,11 @@
 # across a host's link, against S (the message size), and the time per
 # call against the time those bytes need at RATE; a first row, plain-tcp,
 # sends S each way between hosts 1 and 2 at once over plain sockets: what
-# these links give at best. TBF_LATENCY (default 50ms) sets tbf's queue.
+# these links give at best. TBF_LATENCY (default 50ms) sets tbf's queue,
+# TBF_BURST (default 1mb) its bucket: with a bucket of 64kb, half a
+# millisecond at 1 Gbit/s, the timer that refills it runs late on a busy
+# 2-core machine and even plain TCP loses a quarter of the rate or more,
+# with retransmissions; a larger bucket keeps the same average rate.
 #
 # Usage: compare_hosts.sh [-b BUILDDIR] [-H HOSTS] [-L RANKS_PER_HOST|R1,R2,...]
 #            [-e MAXBYTES] [-f FACTOR] [-i ITERS] [-w WARMUP] [-r ROUNDS]
@@ -63,7 +67,7 @@ while getopts "b:H:L:e:f:i:w:r:s:d:x:o:h" o; do
     d) delay=$OPTARG ;;
     x) fcenv+=(-x "$OPTARG") ;;
     o) out=$OPTARG ;;
-    *) sed -n '3,46p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; exit 2 ;;
     esac
 done
 IFS=, read -r -a per_host <<<"$local"
@@ -144,7 +148,7 @@ if [ -n "$rate" ]; then
             if [ $netem = 1 ]; then
                 ip netns exec "$1" tc qdisc add dev "$2" root netem delay "$delay" rate "$rate" limit 10000
             else
-                ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 64kb latency "${TBF_LATENCY:-50ms}"
+                ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst "${TBF_BURST:-1mb}" latency "${TBF_LATENCY:-50ms}"
             fi
         done
     done
