@@ -33,7 +33,7 @@ while getopts "b:n:C:e:i:w:r:o:h" o; do
     w) warm=$OPTARG ;;
     r) rounds=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '3,23p' "$0"; exit 2 ;;
+    *) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; exit 2 ;;
     esac
 done
 mkdir -p "$out"

@@ -27,7 +27,7 @@ while getopts "b:e:i:w:r:L:c:o:h" o; do
     L) lfcuda=$OPTARG ;;
     c) gdrchunk=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '3,18p' "$0"; exit 2 ;;
+    *) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; exit 2 ;;
     esac
 done
 mkdir -p "$out"

@@ -26,7 +26,7 @@ while getopts "b:n:p:l:o:h" o; do
     p) provs=$OPTARG ;;
     l) launcher=$OPTARG ;;
     o) file=$OPTARG ;;
-    *) sed -n '3,18p' "$0"; exit 2 ;;
+    *) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))

@@ -19,7 +19,7 @@ expect=0
 while getopts "n:h" o; do
     case $o in
     n) expect=$OPTARG ;;
-    h) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    h) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "usage: preflight-report.sh [-n NODES] < lines" >&2; exit 2 ;;
     esac
 done
