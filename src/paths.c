@@ -30,7 +30,7 @@ struct paths {
 
 static struct transport *path_of(struct paths *P, int peer)
 {
-    return peer >= 0 && peer < P->npeers && P->local_peer[peer] ? P->local : P->net;
+    return paths_is_local(P, peer) ? P->local : P->net;
 }
 
 static fc_result_t pt_send(struct transport *t, int peer, uint64_t tag, const void *buf,
@@ -146,6 +146,11 @@ fc_result_t paths_create(struct transport *net, struct transport *local, int npe
 struct transport *paths_transport(struct paths *p)
 {
     return &p->base;
+}
+
+int paths_is_local(const struct paths *p, int peer)
+{
+    return peer >= 0 && peer < p->npeers && p->local_peer[peer];
 }
 
 void paths_destroy(struct paths *p)

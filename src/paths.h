@@ -15,6 +15,8 @@ struct paths;
 fc_result_t paths_create(struct transport *net, struct transport *local, int npeers,
                          const unsigned char *local_peer, struct paths **out);
 struct transport *paths_transport(struct paths *p);
+/* 1: peer goes through the local transport (a rank of this node). */
+int paths_is_local(const struct paths *p, int peer);
 void paths_destroy(struct paths *p);
 
 #endif /* FC_PATHS_H */

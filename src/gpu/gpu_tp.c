@@ -137,7 +137,7 @@ static fc_result_t gt_send(struct transport *t, int peer, uint64_t tag, const vo
                            size_t len, struct xfer *x)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
-    int dir = gpu_tp_direct(g, buf, len, x);
+    int dir = gpu_tp_direct(g, peer, buf, len, x);
     if (dir != 1 && g->deferred) {
         fc_result_t rc = gpu_tp_settle_read(g, buf, len);
         if (rc != FC_SUCCESS)
@@ -182,7 +182,7 @@ static fc_result_t gt_recv(struct transport *t, int peer, uint64_t tag, void *bu
                            struct xfer *x)
 {
     struct gpu_tp *g = (struct gpu_tp *)t;
-    int dir = gpu_tp_direct(g, buf, len, x);
+    int dir = gpu_tp_direct(g, peer, buf, len, x);
     if (dir == 2 && g->deferred) {
         /* the fabric writes it: deferred bytes there are dead or go first */
         fc_result_t rc = gpu_tp_settle_overwrite(g, buf, len);
@@ -581,6 +581,18 @@ fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t 
     return FC_SUCCESS;
 }
 
+fc_result_t gpu_tp_set_paths(struct gpu_tp *g, int npeers, const struct gpu_tp_path *paths)
+{
+    struct gpu_tp_path *c = malloc((size_t)npeers * sizeof(*c) + 1);
+    if (!c)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d peers' device paths", npeers);
+    memcpy(c, paths, (size_t)npeers * sizeof(*c));
+    free(g->paths);
+    g->paths = c;
+    g->npaths = npeers;
+    return FC_SUCCESS;
+}
+
 fc_result_t gpu_tp_order_after_default(struct gpu_tp *g)
 {
     /* CUDA-aware-MPI semantics: what the caller queued on the legacy
@@ -683,5 +695,6 @@ void gpu_tp_destroy(struct gpu_tp *g)
             gpu_dev_free(g->device, g->dev[c].v[--g->dev[c].n]);
         free(g->dev[c].v);
     }
+    free(g->paths);
     free(g);
 }

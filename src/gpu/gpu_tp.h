@@ -19,6 +19,17 @@ struct gpu_tp;
  * chunk staged at once. */
 fc_result_t gpu_tp_create(struct transport *inner, int device, int hmem, size_t direct_min,
                           size_t bounce_size, struct gpu_tp **out);
+/* Per-peer paths (src/paths.c): where the inner transport reaches some
+ * peers through a provider that registers device memory and others through
+ * one that does not (shm with CUDA inside a node, tcp across), each peer's
+ * chunks go direct or are staged as its own path says, instead of as
+ * gpu_tp_create's hmem and direct_min say for all. paths: npeers entries,
+ * copied. */
+struct gpu_tp_path {
+    int hmem;
+    size_t direct_min;
+};
+fc_result_t gpu_tp_set_paths(struct gpu_tp *g, int npeers, const struct gpu_tp_path *paths);
 struct transport *gpu_tp_transport(struct gpu_tp *g);
 /* Orders the transport's streams after the work the caller queued on the
  * legacy default stream (called at the start of each blocking collective). */

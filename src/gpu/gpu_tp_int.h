@@ -67,6 +67,8 @@ struct gpu_tp {
     int device;
     int hmem;
     size_t direct_min;     /* gdr tier: device chunks from this size go direct */
+    struct gpu_tp_path *paths; /* per peer, instead of hmem and direct_min (NULL: none) */
+    int npaths;
     size_t bounce_size;
     gpu_stream_t *d2h, *h2d, *comp;
     struct pend *pending;  /* waiting for the GPU or for the inner transport */
@@ -125,7 +127,8 @@ fc_result_t gpu_tp_retire(struct gpu_tp *g, struct pend *d, int copy);
 fc_result_t gpu_tp_settle_read(struct gpu_tp *g, const void *b, size_t len);
 fc_result_t gpu_tp_settle_write(struct gpu_tp *g, const void *b, size_t len, int after);
 fc_result_t gpu_tp_settle_overwrite(struct gpu_tp *g, const void *b, size_t len);
-int gpu_tp_direct(const struct gpu_tp *g, const void *buf, size_t len, const struct xfer *x);
+int gpu_tp_direct(const struct gpu_tp *g, int peer, const void *buf, size_t len,
+                  const struct xfer *x);
 fc_result_t gpu_tp_record(struct gpu_tp *g, struct pend *p, gpu_stream_t *s);
 
 #endif /* FC_GPU_TP_INT_H */

@@ -185,20 +185,28 @@ static int kind_of(const void *p)
     return pi.kind;
 }
 
-/* Straight to the fabric: host memory, and device memory in the gdr tier
- * (managed memory is always staged: providers register device memory).
- * 2: device memory, which early work on the GPU may still be using. */
-int gpu_tp_direct(const struct gpu_tp *g, const void *buf, size_t len, const struct xfer *x)
+/* Straight to the fabric: host memory, and device memory where the peer's
+ * path is in the gdr tier (managed memory is always staged: providers
+ * register device memory). 2: device memory, which early work on the GPU
+ * may still be using. */
+int gpu_tp_direct(const struct gpu_tp *g, int peer, const void *buf, size_t len,
+                  const struct xfer *x)
 {
     if (len == 0)
         return 1;
     int k = kind_of(buf);
     if (k == GPU_HOST)
         return 1;
-    if (!g->hmem || k != GPU_DEVICE)
+    int hmem = g->hmem;
+    size_t min = g->direct_min;
+    if (g->paths && peer >= 0 && peer < g->npaths) {
+        hmem = g->paths[peer].hmem;
+        min = g->paths[peer].direct_min;
+    }
+    if (!hmem || k != GPU_DEVICE)
         return 0;
     /* below direct_min the provider's eager path would carry it: staged */
-    return x->delivery || (g->direct_min && len >= g->direct_min) ? 2 : 0;
+    return x->delivery || (min && len >= min) ? 2 : 0;
 }
 
 fc_result_t gpu_tp_record(struct gpu_tp *g, struct pend *p, gpu_stream_t *s)

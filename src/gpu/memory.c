@@ -13,13 +13,41 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 
 #include "fused.h"
 #include "gpu.h"
 #include "gpu_tp.h"
 #include "log.h"
+#include "paths.h"
 #include "prov.h"
 #include "queue.h"
+
+/* Per-peer paths: each peer's device chunks go direct or are staged as its
+ * own path's provider allows (shm built with CUDA takes device memory, tcp
+ * does not), from that provider's rendezvous threshold. */
+static fc_result_t device_paths(struct fc_comm *c, struct comm_shared *sh, int net_hmem)
+{
+    const int n = sh->nworld;
+    struct gpu_tp_path *p = calloc((size_t)n, sizeof(*p));
+    if (!p)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory for %d peers' device paths", n);
+    const int local_hmem = prov_hmem(sh->local_ep);
+    const size_t net_min = prov_rndv_min_get(sh->ep), local_min = prov_rndv_min_get(sh->local_ep);
+    for (int r = 0; r < n; r++) {
+        int local = paths_is_local(sh->paths, r);
+        p[r].hmem = local ? local_hmem : net_hmem;
+        p[r].direct_min = local ? local_min : net_min;
+    }
+    fc_result_t rc = gpu_tp_set_paths(sh->gpu, n, p);
+    free(p);
+    if (rc == FC_SUCCESS)
+        FC_INFO(LOG_INIT | LOG_NET, "device buffers: %s for the ranks of this node (%s), %s for "
+                "the others (%s)",
+                local_hmem ? "gdr tier" : "staged", "shm", net_hmem ? "gdr tier" : "staged",
+                c->attr.provider);
+    return rc;
+}
 
 fc_result_t gpu_memory_route(struct fc_comm *c, struct comm_call *call, const void *sendbuf,
                              const void *recvbuf, struct fc_request *r)
@@ -49,13 +77,22 @@ fc_result_t gpu_memory_route(struct fc_comm *c, struct comm_call *call, const vo
     fc_result_t rc = FC_SUCCESS;
     pthread_mutex_lock(&sh->lock);
     if (!sh->gpu) {
-        /* every path must take device memory (the network's and, where
-         * ranks of this node have their own, shm's), else all stage */
-        int hmem = prov_hmem(sh->ep) && (!sh->local_ep || prov_hmem(sh->local_ep));
+        int hmem = prov_hmem(sh->ep);
         /* the communicator's chunk, whatever the memory: both ends of a
          * message must cut it alike, and a peer's buffer may be host memory */
         size_t chunk = c->chunk;
         rc = gpu_tp_create(sh->tp, dev, hmem, prov_rndv_min_get(sh->ep), chunk, &sh->gpu);
+        if (rc == FC_SUCCESS && sh->paths)
+            rc = device_paths(c, sh, hmem);
+        else if (rc == FC_SUCCESS)
+            FC_INFO(LOG_INIT | LOG_NET, "device buffers: %s",
+                    hmem ? "gdr tier: the provider registers device memory, no staging"
+                         : "staged through pinned host buffers (D2H/H2D overlapping the "
+                           "transfers)");
+        if (rc != FC_SUCCESS) {
+            gpu_tp_destroy(sh->gpu);
+            sh->gpu = NULL;
+        }
         if (rc == FC_SUCCESS) {
             sh->ptp = gpu_tp_transport(sh->gpu);
             /* pageable copies of mixed stream-ordered calls: split over the
@@ -67,12 +104,8 @@ fc_result_t gpu_memory_route(struct fc_comm *c, struct comm_call *call, const vo
             gpu_copy_ways(ways);
             char bus[32];
             gpu_pci_id(dev, bus, sizeof(bus));
-            FC_INFO(LOG_INIT | LOG_NET, "device buffers on GPU %d (%s): %s, chunks of %zu bytes",
-                    dev, bus,
-                    hmem ? "gdr tier: the provider registers device memory, no staging"
-                         : "staged through pinned host buffers (D2H/H2D overlapping the "
-                           "transfers)",
-                    chunk);
+            FC_INFO(LOG_INIT | LOG_NET, "device buffers on GPU %d (%s), chunks of %zu bytes",
+                    dev, bus, chunk);
         }
     } else if (gpu_tp_device(sh->gpu) != dev) {
         rc = FC_ERR(FC_ERR_INVALID_ARGUMENT,

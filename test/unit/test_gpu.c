@@ -413,31 +413,120 @@ Test(gpu, allocations_do_not_wait_for_a_running_executor, .timeout = 60)
               "%.0f us, device %.0f us)", worst[0], worst[1]);
 }
 
+/* Per-peer paths: a transport between the device transport and the
+ * loopback that counts the device buffers posted to each class of peer
+ * (of the rank's own node or not). */
+struct path_spy {
+    struct transport base;
+    struct transport *inner;
+    const int *node;
+    int me;
+    long dev_local, dev_remote, host_remote;
+};
+
+static void spy_count(struct transport *t, int peer, const void *buf, size_t len)
+{
+    struct path_spy *s = (struct path_spy *)t;
+    if (!len)
+        return;
+    int local = s->node[peer] == s->node[s->me], dev = gpu_on_device(buf);
+    s->dev_local += dev && local;
+    s->dev_remote += dev && !local;
+    s->host_remote += !dev && !local;
+}
+
+static fc_result_t spy_send(struct transport *t, int peer, uint64_t tag, const void *buf,
+                            size_t len, struct xfer *x)
+{
+    struct path_spy *s = (struct path_spy *)t;
+    spy_count(t, peer, buf, len);
+    return s->inner->ops->send(s->inner, peer, tag, buf, len, x);
+}
+
+static fc_result_t spy_recv(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
+                            struct xfer *x)
+{
+    struct path_spy *s = (struct path_spy *)t;
+    spy_count(t, peer, buf, len);
+    return s->inner->ops->recv(s->inner, peer, tag, buf, len, x);
+}
+
+static fc_result_t spy_progress(struct transport *t, int *nc)
+{
+    struct path_spy *s = (struct path_spy *)t;
+    return s->inner->ops->progress(s->inner, nc);
+}
+
+static void spy_peer_name(struct transport *t, int peer, char *buf, size_t len)
+{
+    (void)t;
+    snprintf(buf, len, "rank %d", peer);
+}
+
+static const struct transport_ops spy_ops = {
+    .name = "path spy",
+    .send = spy_send,
+    .recv = spy_recv,
+    .progress = spy_progress,
+    .wait_prepare = transport_wait_none,
+    .wait_end = transport_wait_end_none,
+    .peer_name = spy_peer_name,
+    .mem_alloc = transport_mem_host_alloc,
+    .mem_free = transport_mem_host_free,
+    .local = transport_local_none,
+    .idle = transport_always_idle,
+};
+
 /* Runs algorithm al for n ranks with device buffers through the staging
- * transport over the loopback; returns the first wrong element or -1. */
-static long staged_run(const char *kind, const char *algo, int n, size_t count, int hmem)
+ * transport over the loopback; returns the first wrong element or -1.
+ * With node (a node per rank), the algorithm gets the layout and each
+ * rank's device transport per-peer paths: device memory direct (from 200
+ * bytes) to the ranks of its node, staged to the others; spy (n entries)
+ * then counts what each rank posted. */
+static long staged_run_nodes(const char *kind, const char *algo, int n, size_t count, int hmem,
+                             const int *node, int nnodes, struct path_spy *spy)
 {
     enum coll_kind k = (enum coll_kind)coll_kind_from_name(kind, strlen(kind));
     const struct coll_algo *al = coll_algo_find(k, algo, strlen(algo));
     cr_assert_not_null(al);
+    /* elements in and out per rank: allgather's output and reduce-scatter's
+     * input are n blocks of count */
+    const size_t nin = k == COLL_REDUCE_SCATTER ? count * (size_t)n : count;
+    const size_t nout = k == COLL_ALLGATHER ? count * (size_t)n : count;
     struct loop_fabric *f = loop_fabric_create(n, 5);
     struct gpu_tp **g = calloc((size_t)n, sizeof(*g));
     struct sched *s = calloc((size_t)n, sizeof(*s));
     void **ds = calloc((size_t)n, sizeof(void *)), **dr = calloc((size_t)n, sizeof(void *));
-    float *h = malloc(count * 4 + 4), *exp = calloc(count + 1, 4);
+    float *h = malloc((nin > nout ? nin : nout) * 4 + 4);
+    float *sum = calloc(nin + 1, 4), *all = calloc((size_t)n * nin + 1, 4);
     for (int r = 0; r < n; r++) {
-        cr_assert_eq(gpu_tp_create(loop_transport(f, r), 0, hmem, 200, 256, &g[r]), FC_SUCCESS, "%s",
-                                   fc_last_error());
-        for (size_t i = 0; i < count; i++) {
-            h[i] = (float)((r + (int)i) % 7);
-            exp[i] = k == COLL_BCAST ? (float)((0 + (int)i) % 7) : exp[i] + h[i];
+        struct transport *inner = loop_transport(f, r);
+        if (node) {
+            spy[r] = (struct path_spy){.base.ops = &spy_ops, .inner = inner, .node = node,
+                                       .me = r};
+            inner = &spy[r].base;
         }
-        ds[r] = gpu_dev_alloc(0, count * 4 + 4);
-        dr[r] = gpu_dev_alloc(0, count * 4 + 4);
-        gpu_copy_sync(ds[r], h, count * 4);
-        gpu_memset(dr[r], 0, count * 4);
+        cr_assert_eq(gpu_tp_create(inner, 0, hmem, 200, 256, &g[r]), FC_SUCCESS, "%s",
+                     fc_last_error());
+        if (node) {
+            struct gpu_tp_path p[16];
+            cr_assert(n <= 16);
+            for (int q = 0; q < n; q++)
+                p[q] = (struct gpu_tp_path){.hmem = node[q] == node[r], .direct_min = 200};
+            cr_assert_eq(gpu_tp_set_paths(g[r], n, p), FC_SUCCESS, "%s", fc_last_error());
+        }
+        for (size_t i = 0; i < nin; i++) {
+            h[i] = (float)((r + (int)i) % 7);
+            sum[i] += h[i];
+            all[(size_t)r * nin + i] = h[i];
+        }
+        ds[r] = gpu_dev_alloc(0, nin * 4 + 4);
+        dr[r] = gpu_dev_alloc(0, nout * 4 + 4);
+        gpu_copy_sync(ds[r], h, nin * 4);
+        gpu_memset(dr[r], 0, nout * 4);
         struct coll_args a = {.kind = k, .rank = r, .nranks = n, .root = 0, .count = count,
-                              .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4};
+                              .dt = FC_FLOAT32, .op = FC_SUM, .esize = 4,
+                              .node = node, .nnodes = nnodes};
         /* the buffers were filled on the legacy default stream (cuMemset is
          * asynchronous): order the transport's streams after it, as every
          * collective call does (gpu_order_after_caller) */
@@ -464,10 +553,17 @@ static long staged_run(const char *kind, const char *algo, int n, size_t count, 
     long bad = -1;
     for (int r = 0; r < n && bad < 0; r++) {
         cr_assert(sched_done(&s[r]), "rank %d did not finish", r);
-        gpu_copy_sync(h, dr[r], count * 4);
-        for (size_t i = 0; i < count && bad < 0; i++)
-            if (h[i] != exp[i])
+        if (k == COLL_REDUCE && r != 0)
+            continue; /* the root's alone */
+        gpu_copy_sync(h, dr[r], nout * 4);
+        for (size_t i = 0; i < nout && bad < 0; i++) {
+            float want = k == COLL_BCAST       ? all[i]
+                         : k == COLL_ALLGATHER ? all[(i / count) * nin + i % count]
+                         : k == COLL_REDUCE_SCATTER ? sum[(size_t)r * count + i]
+                                                    : sum[i];
+            if (h[i] != want)
                 bad = (long)i;
+        }
     }
     for (int r = 0; r < n; r++) {
         sched_release(&s[r]);
@@ -481,8 +577,14 @@ static long staged_run(const char *kind, const char *algo, int n, size_t count, 
     free(ds);
     free(dr);
     free(h);
-    free(exp);
+    free(sum);
+    free(all);
     return bad;
+}
+
+static long staged_run(const char *kind, const char *algo, int n, size_t count, int hmem)
+{
+    return staged_run_nodes(kind, algo, n, count, hmem, NULL, 0, NULL);
 }
 
 /* staged_run of every case at nmin..nmax ranks, 1001 floats */
@@ -574,6 +676,42 @@ Test(gpu, gdr_tier_direct_and_staged_chunks, .timeout = 120)
     static const char *const cases[][2] = {{"allreduce", "ring"}, {"allreduce", "rd"},
                                            {"bcast", "chain"}};
     run_cases(cases, sizeof(cases) / sizeof(cases[0]), 2, 4, 1);
+}
+
+/* Per-peer paths with device buffers (shm built with CUDA inside a node,
+ * tcp across): every hierarchical algorithm on nodes of 2 and of 3, 1 and
+ * 2 ranks, where device memory goes direct only to ranks of the sender's
+ * own node and is staged through pinned host memory to the others. */
+Test(gpu, per_peer_paths_direct_inside_a_node_staged_across, .timeout = 120)
+{
+    need_gpu();
+    static const char *const kinds[] = {"allreduce", "bcast", "reduce", "allgather",
+                                        "reduce_scatter"};
+    static const int even[] = {0, 0, 1, 1}, uneven[] = {0, 0, 0, 1, 2, 2};
+    const struct {
+        const int *node;
+        int n, nnodes;
+    } layouts[] = {{even, 4, 2}, {uneven, 6, 3}};
+    for (size_t l = 0; l < 2; l++)
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            struct path_spy spy[8];
+            int n = layouts[l].n;
+            long bad = staged_run_nodes(kinds[k], "hier", n, 1001, 0, layouts[l].node,
+                                        layouts[l].nnodes, spy);
+            cr_assert_eq(bad, -1, "%s/hier on %d ranks: element %ld wrong", kinds[k], n, bad);
+            long local = 0, remote = 0, host = 0;
+            for (int r = 0; r < n; r++) {
+                local += spy[r].dev_local;
+                remote += spy[r].dev_remote;
+                host += spy[r].host_remote;
+            }
+            cr_assert_eq(remote, 0, "%s/hier: %ld device buffers posted to ranks of other "
+                         "nodes (their path stages)", kinds[k], remote);
+            cr_assert_gt(host, 0, "%s/hier: nothing staged to other nodes", kinds[k]);
+            if (strcmp(kinds[k], "bcast") != 0 || l == 0)
+                cr_assert_gt(local, 0, "%s/hier: no device buffer went direct inside a node",
+                             kinds[k]);
+        }
 }
 
 /* The GPU whose CUDA context is current at fc_comm_init names the NIC an
