@@ -320,6 +320,7 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
             no_rndv = "registrations cannot be given remote write access";
         }
         prov_mr_release(p, m);
+        p->mr_stats = (struct prov_mr_stats){0}; /* the probe is no transfer's */
     }
     if (!p->rndv_min && no_rndv && cfg->proto == CFG_PROTO_RNDV)
         FC_INFO(LOG_NET, "%s: FC_PROTO=rndv, but no RMA rendezvous: %s; large messages use "

@@ -589,8 +589,9 @@ Test(rndv, fin_receive_waits_for_an_entry, .timeout = 60)
 }
 
 /* Where it is used: never under FC_PROTO=eager, every nonempty message
- * under =rndv, and by default not on host memory over tcp and shm (their
- * own protocols move large messages as fast, see prov/profile.c). */
+ * under =rndv, and by default not on host memory over shm (its CMA copy
+ * moves large messages as fast) and from 128 KiB over tcp (where
+ * tcp;ofi_rxm's own rendezvous would begin; see prov/profile.c). */
 Test(rndv, protocol_switch)
 {
     cfg_t cfg;
@@ -599,11 +600,12 @@ Test(rndv, protocol_switch)
     size_t alen;
     struct prov_ep *p = NULL;
     const char *provs[2] = {"tcp;ofi_rxm", "shm"};
+    const size_t dflt[2] = {128 << 10, 0};
     for (int i = 0; i < 2; i++) {
         cfg.proto = CFG_PROTO_AUTO;
         cr_assert_eq(prov_open(&cfg, provs[i], 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
-        cr_assert_eq(p->rndv_min, 0, "%s: rendezvous from %zu by default", provs[i],
-                     p->rndv_min);
+        cr_assert_eq(p->rndv_min, dflt[i], "%s: rendezvous from %zu by default, not %zu",
+                     provs[i], p->rndv_min, dflt[i]);
         prov_close(p);
         cfg.proto = CFG_PROTO_RNDV;
         cr_assert_eq(prov_open(&cfg, provs[i], 1, "", NULL, &p, addr, &alen), FC_SUCCESS);
