@@ -31,8 +31,17 @@ job() { # description, provider, ranks, settings ("VAR=V ..." or ""), program, a
         --show-leak-kinds=definite --log-file="$logs/vg.%p.log" "$prog" "$@" >"$logs/out" 2>&1
     local rc=$? nlogs errs
     nlogs=$(ls "$logs"/vg.*.log 2>/dev/null | wc -l)
-    # valgrind -q writes a rank's log only where it found something
-    errs=$(find "$logs" -name 'vg.*.log' -size +0 | wc -l)
+    # valgrind -q writes a rank's log only where it found something; it
+    # does not implement userfaultfd (syscall 323), answers ENOSYS and says
+    # so in five lines: the memory monitor then keeps the registration
+    # cache off (memmon.c), which is no error of the program's
+    local f
+    errs=0
+    for f in "$logs"/vg.*.log; do
+        [ -f "$f" ] || continue
+        grep -Evq -e '^--[0-9]+-- (WARNING: unhandled amd64-linux syscall: 323|You may be able to write your own handler\.|Read the file README_MISSING_SYSCALL_OR_IOCTL\.|Nevertheless we consider this a bug\.  Please report|it at http://valgrind\.org/support/bug_reports\.html\.)$' "$f" &&
+            errs=$((errs + 1))
+    done
     if [ $rc = 0 ] && [ "$errs" = 0 ] && [ "$nlogs" = "$n" ]; then
         echo "PASS $desc ($prov x$n) $((SECONDS - t0))s"
     else
