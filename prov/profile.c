@@ -34,7 +34,10 @@ struct profile {
  * x 2 ranks, each host's link shaped to 1 Gbit/s, 32 MiB allreduce: 1.13-1.15x
  * the time its bytes need at the link's rate against 1.27-1.31x (1 rank per
  * host: 1.04x against 1.46-1.53x); unshaped, CPU-bound, 32 KiB-32 MiB busbw
- * moved within this machine's noise. RDMA providers write user
+ * moved within this machine's noise. Over loopback on one host (no link to
+ * load) 2-rank allreduce gained 1.07-1.31x at 128 KiB-8 MiB while
+ * broadcast lost from 2 MiB (0.77-0.94x; 4 ranks 0.81-0.85x at 2-8 MiB):
+ * ranks of one host talk over shm. RDMA providers write user
  * memory directly (not measured; conservative defaults). Endpoints that
  * take device memory (gdr) send messages of R_DEV bytes and more this way,
  * whatever the provider: its FIN is the only sure sign that the provider's
