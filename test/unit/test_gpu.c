@@ -417,16 +417,17 @@ Test(gpu, allocations_do_not_wait_for_a_running_executor, .timeout = 60)
  * loopback that counts the device buffers posted to each class of peer
  * (of the rank's own node or not). */
 struct path_spy {
-    struct transport base;
-    struct transport *inner;
+    struct loop_watch w; /* first */
     const int *node;
     int me;
     long dev_local, dev_remote, host_remote;
 };
 
-static void spy_count(struct transport *t, int peer, const void *buf, size_t len)
+static void spy_count(struct loop_watch *w, int is_send, int peer, const void *buf, size_t len,
+                      struct xfer *x)
 {
-    struct path_spy *s = (struct path_spy *)t;
+    (void)is_send, (void)x;
+    struct path_spy *s = (struct path_spy *)w;
     if (!len)
         return;
     int local = s->node[peer] == s->node[s->me], dev = gpu_on_device(buf);
@@ -434,48 +435,6 @@ static void spy_count(struct transport *t, int peer, const void *buf, size_t len
     s->dev_remote += dev && !local;
     s->host_remote += !dev && !local;
 }
-
-static fc_result_t spy_send(struct transport *t, int peer, uint64_t tag, const void *buf,
-                            size_t len, struct xfer *x)
-{
-    struct path_spy *s = (struct path_spy *)t;
-    spy_count(t, peer, buf, len);
-    return s->inner->ops->send(s->inner, peer, tag, buf, len, x);
-}
-
-static fc_result_t spy_recv(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
-                            struct xfer *x)
-{
-    struct path_spy *s = (struct path_spy *)t;
-    spy_count(t, peer, buf, len);
-    return s->inner->ops->recv(s->inner, peer, tag, buf, len, x);
-}
-
-static fc_result_t spy_progress(struct transport *t, int *nc)
-{
-    struct path_spy *s = (struct path_spy *)t;
-    return s->inner->ops->progress(s->inner, nc);
-}
-
-static void spy_peer_name(struct transport *t, int peer, char *buf, size_t len)
-{
-    (void)t;
-    snprintf(buf, len, "rank %d", peer);
-}
-
-static const struct transport_ops spy_ops = {
-    .name = "path spy",
-    .send = spy_send,
-    .recv = spy_recv,
-    .progress = spy_progress,
-    .wait_prepare = transport_wait_none,
-    .wait_end = transport_wait_end_none,
-    .peer_name = spy_peer_name,
-    .mem_alloc = transport_mem_host_alloc,
-    .mem_free = transport_mem_host_free,
-    .local = transport_local_none,
-    .idle = transport_always_idle,
-};
 
 /* Runs algorithm al for n ranks with device buffers through the staging
  * transport over the loopback; returns the first wrong element or -1.
@@ -502,9 +461,9 @@ static long staged_run_nodes(const char *kind, const char *algo, int n, size_t c
     for (int r = 0; r < n; r++) {
         struct transport *inner = loop_transport(f, r);
         if (node) {
-            spy[r] = (struct path_spy){.base.ops = &spy_ops, .inner = inner, .node = node,
-                                       .me = r};
-            inner = &spy[r].base;
+            spy[r] = (struct path_spy){.node = node, .me = r};
+            loop_watch_init(&spy[r].w, inner, spy_count);
+            inner = &spy[r].w.base;
         }
         cr_assert_eq(gpu_tp_create(inner, 0, hmem, 200, 256, &g[r]), FC_SUCCESS, "%s",
                      fc_last_error());

@@ -14,48 +14,12 @@
 
 /* A transport that wraps the loopback and records what the engine posts. */
 struct spy {
-    struct transport base;
-    struct transport *inner;
+    struct loop_watch w; /* first */
     int outstanding, max_outstanding;
     int events[4096]; /* +1000*k: post of chunk k; -1000*k-1: completion */
     int nevents;
     xfer_done_fn orig[4096];
 };
-
-static void spy_done(struct xfer *x, fc_result_t st, size_t len);
-
-static struct spy *spy_of(struct transport *t)
-{
-    return (struct spy *)t;
-}
-
-static fc_result_t spy_send(struct transport *t, int peer, uint64_t tag, const void *buf,
-                            size_t len, struct xfer *x)
-{
-    struct spy *s = spy_of(t);
-    s->outstanding++;
-    if (s->outstanding > s->max_outstanding)
-        s->max_outstanding = s->outstanding;
-    s->events[s->nevents++] = (int)(x->step * 100000 + x->chunk * 10 + 1);
-    x->tctx[7] = s;
-    x->tctx[6] = (void *)x->done;
-    x->done = spy_done;
-    return s->inner->ops->send(s->inner, peer, tag, buf, len, x);
-}
-
-static fc_result_t spy_recv(struct transport *t, int peer, uint64_t tag, void *buf, size_t len,
-                            struct xfer *x)
-{
-    struct spy *s = spy_of(t);
-    s->outstanding++;
-    if (s->outstanding > s->max_outstanding)
-        s->max_outstanding = s->outstanding;
-    s->events[s->nevents++] = (int)(x->step * 100000 + x->chunk * 10 + 2);
-    x->tctx[7] = s;
-    x->tctx[6] = (void *)x->done;
-    x->done = spy_done;
-    return s->inner->ops->recv(s->inner, peer, tag, buf, len, x);
-}
 
 static void spy_done(struct xfer *x, fc_result_t st, size_t len)
 {
@@ -66,35 +30,24 @@ static void spy_done(struct xfer *x, fc_result_t st, size_t len)
     x->done(x, st, len);
 }
 
-static fc_result_t spy_progress(struct transport *t, int *n)
+static void spy_post(struct loop_watch *w, int is_send, int peer, const void *buf, size_t len,
+                     struct xfer *x)
 {
-    return spy_of(t)->inner->ops->progress(spy_of(t)->inner, n);
+    (void)peer, (void)buf, (void)len;
+    struct spy *s = (struct spy *)w;
+    s->outstanding++;
+    if (s->outstanding > s->max_outstanding)
+        s->max_outstanding = s->outstanding;
+    s->events[s->nevents++] = (int)(x->step * 100000 + x->chunk * 10 + (is_send ? 1 : 2));
+    x->tctx[7] = s;
+    x->tctx[6] = (void *)x->done;
+    x->done = spy_done;
 }
-
-static void spy_peer_name(struct transport *t, int peer, char *buf, size_t len)
-{
-    spy_of(t)->inner->ops->peer_name(spy_of(t)->inner, peer, buf, len);
-}
-
-static const struct transport_ops spy_ops = {
-    .name = "spy",
-    .send = spy_send,
-    .recv = spy_recv,
-    .progress = spy_progress,
-    .wait_prepare = transport_wait_none,
-    .wait_end = transport_wait_end_none,
-    .peer_name = spy_peer_name,
-    .mem_alloc = transport_mem_host_alloc,
-    .mem_free = transport_mem_host_free,
-    .local = transport_local_none,
-    .idle = transport_always_idle,
-};
 
 static void spy_init(struct spy *s, struct transport *inner)
 {
     memset(s, 0, sizeof(*s));
-    s->base.ops = &spy_ops;
-    s->inner = inner;
+    loop_watch_init(&s->w, inner, spy_post);
 }
 
 /* Runs the schedules of n ranks (transport tp[r]) until done or stuck. */
@@ -132,7 +85,7 @@ Test(sched, chunking_and_window)
     struct transport *tp[2];
     for (int r = 0; r < 2; r++) {
         spy_init(&sp[r], loop_transport(f, r));
-        tp[r] = &sp[r].base;
+        tp[r] = &sp[r].w.base;
     }
     char src[1000], dst[1000];
     for (int i = 0; i < 1000; i++)
@@ -178,7 +131,7 @@ static void fwd_build(struct fwd *w)
     w->f = loop_fabric_create(3, 0);
     for (int r = 0; r < 3; r++) {
         spy_init(&w->sp[r], loop_transport(w->f, r));
-        w->tp[r] = &w->sp[r].base;
+        w->tp[r] = &w->sp[r].w.base;
         sched_init(&w->s[r], FC_UINT8, FC_SUM, 3);
     }
     sched_send(&w->s[0], 1, 0, sbuf(R_SEND, 0), FWD_N);

@@ -419,3 +419,54 @@ void loop_fabric_destroy(struct loop_fabric *f)
     free(f->eps);
     free(f);
 }
+
+/* ---- loop_watch ------------------------------------------------------------------ */
+
+static fc_result_t watch_send(struct transport *t, int peer, uint64_t tag, const void *buf,
+                              size_t len, struct xfer *x)
+{
+    struct loop_watch *w = (struct loop_watch *)t;
+    w->hook(w, 1, peer, buf, len, x);
+    return w->inner->ops->send(w->inner, peer, tag, buf, len, x);
+}
+
+static fc_result_t watch_recv(struct transport *t, int peer, uint64_t tag, void *buf,
+                              size_t len, struct xfer *x)
+{
+    struct loop_watch *w = (struct loop_watch *)t;
+    w->hook(w, 0, peer, buf, len, x);
+    return w->inner->ops->recv(w->inner, peer, tag, buf, len, x);
+}
+
+static fc_result_t watch_progress(struct transport *t, int *n)
+{
+    struct loop_watch *w = (struct loop_watch *)t;
+    return w->inner->ops->progress(w->inner, n);
+}
+
+static void watch_peer_name(struct transport *t, int peer, char *buf, size_t len)
+{
+    struct loop_watch *w = (struct loop_watch *)t;
+    w->inner->ops->peer_name(w->inner, peer, buf, len);
+}
+
+static const struct transport_ops watch_ops = {
+    .name = "watch",
+    .send = watch_send,
+    .recv = watch_recv,
+    .progress = watch_progress,
+    .wait_prepare = transport_wait_none,
+    .wait_end = transport_wait_end_none,
+    .peer_name = watch_peer_name,
+    .mem_alloc = transport_mem_host_alloc,
+    .mem_free = transport_mem_host_free,
+    .local = transport_local_none,
+    .idle = transport_always_idle,
+};
+
+void loop_watch_init(struct loop_watch *w, struct transport *inner, loop_watch_fn hook)
+{
+    w->base.ops = &watch_ops;
+    w->inner = inner;
+    w->hook = hook;
+}

@@ -45,4 +45,17 @@ uint64_t loop_fabric_pair_msgs(const struct loop_fabric *f, int from, int to);
 int loop_fabric_pending(const struct loop_fabric *f);
 void loop_fabric_destroy(struct loop_fabric *f);
 
+/* A transport over another that passes everything on, first showing each
+ * send and receive to a hook (is_send 1 or 0): tests that watch what the
+ * engine posts. The hook may wrap x->done. */
+struct loop_watch;
+typedef void (*loop_watch_fn)(struct loop_watch *w, int is_send, int peer, const void *buf,
+                              size_t len, struct xfer *x);
+struct loop_watch {
+    struct transport base;
+    struct transport *inner;
+    loop_watch_fn hook;
+};
+void loop_watch_init(struct loop_watch *w, struct transport *inner, loop_watch_fn hook);
+
 #endif /* FC_TRANSPORT_LOOP_H */
