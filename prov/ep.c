@@ -312,15 +312,10 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     p->rndv_min = no_rndv ? 0 : prov_rndv_min(p, cfg);
     prov_mr_cache_init(p, cfg->mr_cache_max);
     if (p->rndv_min) {
-        /* can a registration be written remotely? */
-        static char probe[64];
-        struct prov_mr *m = NULL;
-        if (prov_mr_acquire(p, probe, sizeof(probe), &m) != FC_SUCCESS || !m->remote) {
+        if (!prov_mr_remote_ok(p)) {
             p->rndv_min = 0;
             no_rndv = "registrations cannot be given remote write access";
         }
-        prov_mr_release(p, m);
-        p->mr_stats = (struct prov_mr_stats){0}; /* the probe is no transfer's */
     }
     if (!p->rndv_min && no_rndv && cfg->proto == CFG_PROTO_RNDV)
         FC_INFO(LOG_NET, "%s: FC_PROTO=rndv, but no RMA rendezvous: %s; large messages use "

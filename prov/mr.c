@@ -288,6 +288,17 @@ void prov_mr_release(struct prov_ep *p, struct prov_mr *m)
     drop(p, m);
 }
 
+int prov_mr_remote_ok(struct prov_ep *p)
+{
+    static char probe[64];
+    struct prov_mr *m = NULL;
+    if (new_mr(p, probe, sizeof(probe), 0, &m) != FC_SUCCESS)
+        return 0;
+    int ok = m->remote;
+    drop(p, m);
+    return ok;
+}
+
 fc_result_t prov_mr_pin(struct prov_ep *p, void *buf, size_t len, struct prov_mr **out)
 {
     *out = NULL;

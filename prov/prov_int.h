@@ -116,6 +116,9 @@ int prov_is_loopback(const struct fi_info *fi);
 void prov_mr_cache_init(struct prov_ep *p, size_t max_bytes);
 fc_result_t prov_mr_acquire(struct prov_ep *p, const void *buf, size_t len, struct prov_mr **out);
 void prov_mr_release(struct prov_ep *p, struct prov_mr *m);
+/* Whether a registration of host memory gets remote write access: one
+ * made and closed at once, outside the cache and its counters. */
+int prov_mr_remote_ok(struct prov_ep *p);
 void prov_mr_close_all(struct prov_ep *p);
 void *prov_mem_alloc(struct transport *t, size_t len);
 void prov_mem_free(struct transport *t, void *ptr, size_t len);
