@@ -320,13 +320,16 @@ fc_result_t prov_open(const cfg_t *cfg, const char *name, int nnodes, const char
     if (!p->rndv_min && no_rndv && cfg->proto == CFG_PROTO_RNDV)
         FC_INFO(LOG_NET, "%s: FC_PROTO=rndv, but no RMA rendezvous: %s; large messages use "
                 "the provider's tagged protocol", name, no_rndv);
-    char rv[48] = "off";
+    char rv[48] = "off", rxm[64] = "";
     if (p->rndv_min)
         snprintf(rv, sizeof(rv), "from %zu bytes", p->rndv_min);
+    if (strstr(name, "ofi_rxm") && cfg->rxm_msg_rx_size > 0)
+        snprintf(rxm, sizeof(rxm), ", FI_OFI_RXM_MSG_RX_SIZE %d", cfg->rxm_msg_rx_size);
     FC_INFO(LOG_NET, "opened %s: fabric %s, domain %s, inject %zu, RMA rendezvous %s, mr_mode "
-            "0x%llx%s, wait %s",
+            "0x%llx%s, wait %s%s",
             name, fab, dom, p->inject_size, rv, (unsigned long long)p->mr_mode,
-            cfg->mr_mode_force ? " (FC_MR_MODE adds bits)" : "", p->wait_fd >= 0 ? "fd" : "poll");
+            cfg->mr_mode_force ? " (FC_MR_MODE adds bits)" : "", p->wait_fd >= 0 ? "fd" : "poll",
+            rxm);
     *out = p;
     return FC_SUCCESS;
 fail:

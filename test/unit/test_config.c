@@ -122,6 +122,29 @@ Test(config, table_is_documented)
     }
 }
 
+/* libfabric's variables with a default of fabcoll's: the process's settings
+ * put the default into the environment where it is unset (libfabric reads
+ * it when its providers load), and leave a value of the user's alone.
+ * Criterion runs each test in a process of its own, so each loads the
+ * process's settings afresh. */
+Test(config, libfabric_default_is_exported_where_unset)
+{
+    unsetenv("FI_OFI_RXM_MSG_RX_SIZE");
+    const cfg_t *c = config_global(NULL);
+    const char *v = getenv("FI_OFI_RXM_MSG_RX_SIZE");
+    cr_assert_not_null(v, "the default was not exported");
+    cr_assert_str_eq(v, "512");
+    cr_assert_eq(c->rxm_msg_rx_size, 512);
+}
+
+Test(config, libfabric_variable_of_the_user_is_kept)
+{
+    setenv("FI_OFI_RXM_MSG_RX_SIZE", "300", 1);
+    const cfg_t *c = config_global(NULL);
+    cr_assert_str_eq(getenv("FI_OFI_RXM_MSG_RX_SIZE"), "300");
+    cr_assert_eq(c->rxm_msg_rx_size, 300);
+}
+
 /* fc_info -e's heading lines: "NAME (type[: choices], default VALUE)", the
  * default inside the parentheses (it once printed after them) */
 Test(config, printed_table_puts_defaults_inside)
