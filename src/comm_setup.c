@@ -176,9 +176,13 @@ fc_result_t comm_fabric_check(struct fc_comm *c, uint64_t seq)
     }
     double saved = c->cfg.timeout;
     c->cfg.timeout = c->cfg.boot_timeout;
-    /* at destroy, the endpoint closes right after: a signal merely buffered
-     * locally (an inject) could be dropped with it and leave a peer waiting */
-    r->delivery = seq > 0;
+    /* sends that complete once delivered: at destroy, the endpoint closes
+     * right after, and a signal merely buffered locally (an inject) could
+     * be dropped with it and leave a peer waiting; at creation, they take
+     * the provider's first send buffers (ofi_rxm fills a pool of 1024 x
+     * 16 KiB on its first one: 7-15 ms of page faults here, not in the
+     * application's first call past the inject size) */
+    r->delivery = 1;
     rc = comm_start(r, NULL, NULL, tag_base(c->id, TAG_KIND_CTRL, seq),
                     "connectivity check over the fabric", 0);
     if (rc == FC_SUCCESS)
