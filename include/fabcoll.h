@@ -135,6 +135,14 @@ typedef struct {
     int nnodes, local_rank, local_size, nrails;
 } fc_comm_attr_t;
 FC_API fc_result_t fc_comm_query(fc_comm_t comm, fc_comm_attr_t *attr); /* local */
+/* Local: fc_comm_query's attributes, with provider, fabric, domain, tier,
+ * hmem and nrails those of the path this rank's messages to rank peer of
+ * comm take. With per-peer paths (a job of several nodes, some with more
+ * than one rank), the other ranks of this node are reached over the node's
+ * own provider (shm) and the rest over the network's, which fc_comm_query
+ * reports; otherwise, and for peer == this rank, the path is
+ * fc_comm_query's. */
+FC_API fc_result_t fc_comm_query_peer(fc_comm_t comm, int peer, fc_comm_attr_t *attr);
 
 /* ---- collectives (blocking) --------------------------------------------
  * sendbuf == recvbuf means in place. count == 0 is valid. Every rank passes

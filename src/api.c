@@ -993,6 +993,22 @@ fc_result_t fc_comm_query(fc_comm_t comm, fc_comm_attr_t *attr)
     return FC_SUCCESS;
 }
 
+fc_result_t fc_comm_query_peer(fc_comm_t comm, int peer, fc_comm_attr_t *attr)
+{
+    if (!comm || !attr)
+        return named("fc_comm_query_peer",
+                     FC_ERR(FC_ERR_INVALID_ARGUMENT, "%s is NULL", !comm ? "comm" : "attr"));
+    if (peer < 0 || peer >= comm->size)
+        return named("fc_comm_query_peer",
+                     FC_ERR(FC_ERR_INVALID_ARGUMENT,
+                            "peer %d is not a rank of this communicator (its ranks are 0..%d)",
+                            peer, comm->size - 1));
+    comm_query_peer(comm, peer, attr);
+    if (comm->broken != FC_SUCCESS)
+        return named("fc_comm_query_peer", FC_ERR_QUIET(comm->broken, "%s", comm->brokenmsg));
+    return FC_SUCCESS;
+}
+
 /* ---- stream-ordered twins ---------------------------------------------------- */
 /* The same argument checks as the blocking calls, then the operation is
  * queued on the stream (src/gpu/stream.c). */

@@ -242,6 +242,11 @@ fc_result_t comm_create(struct boot *b, const cfg_t *cfg, const struct comm_devi
                         struct fc_comm **out);
 /* fc_comm_split. */
 fc_result_t comm_split(struct fc_comm *c, int color, int key, struct fc_comm **out);
+/* fc_comm_query_peer: c's attributes with the provider, fabric, domain,
+ * tier and hmem of the endpoint that carries c's messages to comm rank
+ * peer (the node's own, shm, for a rank of this node under per-peer paths;
+ * the network's otherwise). peer must be a rank of c. */
+void comm_query_peer(const struct fc_comm *c, int peer, fc_comm_attr_t *attr);
 /* A communicator of p's ranks members[0..nm-1] (in that order, p's rank
  * among them) over p's endpoint, with communicator id id; local. */
 fc_result_t comm_child(struct fc_comm *p, const int *members, int nm, uint32_t id,

@@ -8,7 +8,8 @@
 # takes; uneven nodes and one rank per node included. The node-aware
 # algorithms (hier) of allreduce, broadcast, reduce, allgather,
 # reduce-scatter and barrier run forced on every layout, and the tuner
-# takes the allreduce at 1 MiB on 2 nodes x 2. FC_PATHS=single keeps one
+# takes the allreduce at 1 MiB on 2 nodes x 2. fc_comm_query_peer names each
+# peer's path on every layout. FC_PATHS=single keeps one
 # provider; FI_PROVIDER=tcp leaves no shm to take, and says so.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +38,12 @@ for l in "${layouts[@]}"; do
     check "$name: sweep over shm and tcp, every element" ok "$(verdict "$out")"
     check "$name: every rank says its paths" "$n" "$(grep -c 'paths: the [0-9]* other rank.* over shm, the [0-9]* of other nodes over tcp' <<<"$out")"
 done
+for l in "${layouts[@]}"; do
+    IFS='|' read -r n expr name <<<"$l"
+    out=$(run "$n" "$expr" -- "$bindir/query_peer" paths)
+    check "$name: fc_comm_query_peer: shm to the ranks of its node, tcp to the others" ok \
+        "$(verdict "$out")"
+done
 out=$(run 4 '$((FC_RANK / 2))' -- "$bindir/allreduce")
 check "2+2 allreduce test" ok "$(verdict "$out")"
 check "2+2: rank's node peers over shm" 4 "$(grep -c 'paths: the 1 other rank of node n[01] over shm, the 2 of other nodes over tcp' <<<"$out")"
@@ -62,6 +69,9 @@ out=$(run 4 '$((FC_RANK))' -- "$bindir/allreduce")
 check "one rank per node: the network only, no paths" "0" "$(grep -c 'paths:' <<<"$out")"
 out=$(run 4 '$((FC_RANK / 2))' -x FC_PATHS=single -- "$bindir/broadcast")
 check "FC_PATHS=single: one provider, no paths" "0" "$(grep -c 'paths:' <<<"$out")"
+out=$(run 4 '$((FC_RANK / 2))' -x FC_PATHS=single -- "$bindir/query_peer")
+check "FC_PATHS=single: fc_comm_query_peer gives every peer fc_comm_query's path" ok \
+    "$(verdict "$out")"
 out=$("$fc_run" -n 4 -t 120 -x FI_PROVIDER=tcp -x FC_DEBUG=INFO -x FC_DEBUG_SUBSYS=INIT,NET \
     sh -c 'FC_NODE=n$((FC_RANK / 2)) exec "$@"' sh "$bindir/allgather" 2>&1)
 check "FI_PROVIDER=tcp: no shm, and every rank says why" 4 "$(grep -c 'ranks of one node talk over tcp;ofi_rxm too: rank 0 .* has no shm provider (FI_PROVIDER narrows' <<<"$out")"

@@ -82,6 +82,7 @@ all_tests=(
     "coll_mismatch|job|2|FC_TIMEOUT=2"
     "nonblocking|job|1|"
     "split|job|1|"
+    "query_peer|job|1|"
     "api_program|job|1|"
     "gpu_collectives|job|1|"
     "sweep|job|1|FT_SWEEP=quick"
