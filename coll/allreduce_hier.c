@@ -186,8 +186,10 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
             sched_dep(s, rcv, snd, 0);
             continue;
         }
-        /* 1: my slice first, then the node's other ranks' in rank order */
-        int acc = a->in_place ? -1 : sched_copy(s, mine, sbuf(src, off), len);
+        /* 1: my slice first, then the node's other ranks' in rank order;
+         * out of place, the first reduction reads my slice from the send
+         * buffer (no copy of it first), and a rank alone copies it */
+        int acc = -1, first = !a->in_place;
         if (L > 1) {
             const size_t tmp = sched_scratch(s, (size_t)(L - 1) * len);
             for (int i = 0, slot = 0; i < L; i++) {
@@ -196,11 +198,14 @@ static fc_result_t build(struct sched *s, const struct coll_args *a)
                     continue;
                 struct sched_buf b = sbuf(R_SCRATCH, tmp + (size_t)slot++ * len);
                 int rcv = sched_recv(s, q, T1 + (uint32_t)sl, b, len);
-                int red = sched_reduce(s, mine, mine, b, len);
+                int red = sched_reduce(s, mine, first ? sbuf(src, off) : mine, b, len);
+                first = 0;
                 sched_dep(s, red, rcv, 1);
                 sched_dep(s, red, acc, 1);
                 acc = red;
             }
+        } else if (first) {
+            acc = sched_copy(s, mine, sbuf(src, off), len);
         }
         /* 2: across the nodes, among the slice's holders */
         if (m > 1) {
