@@ -87,7 +87,8 @@ fc_result_t prov_connect(struct prov_ep *p, int nranks, const char *addrs,
 struct transport *prov_transport(struct prov_ep *p);
 /* 1 when the endpoint takes device buffers directly (gdr tier). */
 int prov_hmem(const struct prov_ep *p);
-/* Fills provider, fabric, domain, tier, hmem. */
+/* Fills provider, fabric, domain, tier, hmem, and nrails with 1; leaves the
+ * other fields as they are. */
 void prov_describe(const struct prov_ep *p, fc_comm_attr_t *attr);
 /* Per-provider defaults (profile.c) after FC_* overrides, for a job of
  * nranks ranks (0: unknown). */

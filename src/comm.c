@@ -447,16 +447,10 @@ void comm_query_peer(const struct fc_comm *c, int peer, fc_comm_attr_t *attr)
 {
     *attr = c->attr;
     const struct comm_shared *sh = c->sh;
-    if (sh->paths && sh->local_ep && paths_is_local(sh->paths, c->peers[peer])) {
-        fc_comm_attr_t l;
-        prov_describe(sh->local_ep, &l);
-        memcpy(attr->provider, l.provider, sizeof(attr->provider));
-        memcpy(attr->fabric, l.fabric, sizeof(attr->fabric));
-        memcpy(attr->domain, l.domain, sizeof(attr->domain));
-        attr->tier = l.tier;
-        attr->hmem = l.hmem;
-        attr->nrails = 1; /* rails stripe the network's endpoint only */
-    }
+    /* prov_describe writes only the path's fields (and nrails 1: rails
+     * stripe the network's endpoint only); the node's stay c's */
+    if (sh->paths && sh->local_ep && paths_is_local(sh->paths, c->peers[peer]))
+        prov_describe(sh->local_ep, attr);
 }
 
 fc_result_t comm_split(struct fc_comm *p, int color, int key, struct fc_comm **out)
