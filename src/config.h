@@ -45,7 +45,7 @@ typedef struct cfg {
     char profile_file[CFG_STR]; /* FC_PROFILE_FILE */
     /* fabric */
     char fi_provider[CFG_STR]; /* FI_PROVIDER as libfabric sees it (report only) */
-    int rxm_msg_rx_size;       /* FI_OFI_RXM_MSG_RX_SIZE in effect (exported default) */
+    int rxm_msg_rx_size;       /* FI_OFI_RXM_MSG_RX_SIZE asked of libfabric (exported default) */
     char iface[CFG_STR];
     char node[CFG_STR];   /* FC_NODE: this rank's node identity (empty: its host name) */
     int paths;            /* enum cfg_paths */
