@@ -5,6 +5,7 @@
 # the built-in Chrome writer (FC_PROFILE_FILE) leaves one file per rank
 # that contrib/profile/fc_trace_merge.py merges into one valid timeline
 # holding every rank's allreduce and its ring steps. tcp and shm, 3 ranks.
+# With FC_RAILS=2 the trace shows the connectivity check once per rail.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -50,5 +51,24 @@ PY
         say "FAIL $p: the Chrome traces"; echo "$out" | sed 's/^/    /'; fail=1
     fi
 done
+# the connectivity check runs once per rail at creation and once per rail
+# at destroy: with FC_RAILS=2 every rank's trace holds 4 of them
+rm -f "$tmp"/*
+if FI_PROVIDER=tcp "$fc_run" -q -n 2 -t 120 -x FC_RAILS=2 -x FC_PROFILE_FILE="$tmp/rails.%r.json" \
+    "$bindir/barrier" >"$tmp/log" 2>&1 &&
+    python3 - "$tmp"/rails.*.json <<'PY'
+import json, sys
+assert len(sys.argv) == 3, sys.argv
+for f in sys.argv[1:]:
+    t = open(f).read().rstrip().rstrip(",")
+    ev = json.loads(t if t.endswith("]") else t + "]")
+    n = sum(1 for e in ev if e.get("cat") == "call" and e["name"] == "connectivity check")
+    assert n == 4, (f, n)
+PY
+then
+    say "PASS tcp with FC_RAILS=2: the connectivity check ran over each rail at creation and at destroy"
+else
+    say "FAIL tcp with FC_RAILS=2: the connectivity checks per rail"; sed 's/^/    /' "$tmp/log" | tail -8; fail=1
+fi
 [ $fail = 0 ] && echo "profile_test: passed"
 exit $fail
