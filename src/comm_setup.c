@@ -156,45 +156,51 @@ static fc_result_t setup_tuning(struct fc_comm *c, const char *prov_name, int nn
     return rc;
 }
 
-/* Verifies the fabric carries messages among all ranks before anyone
- * relies on it (and, at destroy, that no peer still sends to us): the
- * dissemination barrier, on the control tag space, once over each rail
- * (the chunk index of its tags picks the rail, rails_pick), so every
- * rail's connections are made here and not in the first large call. */
-fc_result_t comm_fabric_check(struct fc_comm *c, uint64_t seq)
+/* One dissemination barrier on the control tag space over the rail that
+ * the chunk index of its tags picks (rails_pick), under the boot timeout
+ * the caller set. */
+static fc_result_t fabric_check_rail(struct fc_comm *c, uint64_t seq, int rail)
 {
     const struct coll_algo *al = coll_algo_find(COLL_BARRIER, "dissemination", 13);
     struct coll_args a = {.kind = COLL_BARRIER, .rank = c->rank, .nranks = c->size,
                           .dt = FC_UINT8, .op = FC_SUM, .esize = 1};
-    const int nrails = c->sh->nrails > 1 ? c->sh->nrails : 1;
-    fc_result_t rc = FC_SUCCESS;
-    for (int rail = 0; rail < nrails && rc == FC_SUCCESS; rail++) {
-        struct fc_request *r = comm_request_new(c, FC_UINT8, FC_SUM);
-        if (!r)
-            return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
-        r->s.coll_name = "connectivity check";
-        r->s.algo_name = al->name;
-        rc = al->build(&r->s, &a);
-        if (rc != FC_SUCCESS) {
-            comm_request_free(r);
-            return rc;
-        }
-        double saved = c->cfg.timeout;
-        c->cfg.timeout = c->cfg.boot_timeout;
-        /* sends that complete once delivered: at destroy, the endpoint
-         * closes right after, and a signal merely buffered locally (an
-         * inject) could be dropped with it and leave a peer waiting; at
-         * creation, they take the provider's first send buffers (ofi_rxm
-         * fills a pool of 1024 x 16 KiB on its first one: 7-15 ms of page
-         * faults here, not in the application's first call past the
-         * inject size) */
-        r->delivery = 1;
-        rc = comm_start(r, NULL, NULL, tag_base(c->id, TAG_KIND_CTRL, seq) | (uint64_t)rail,
-                        "connectivity check over the fabric", 0);
-        if (rc == FC_SUCCESS)
-            rc = comm_wait(r);
-        c->cfg.timeout = saved;
+    struct fc_request *r = comm_request_new(c, FC_UINT8, FC_SUM);
+    if (!r)
+        return FC_ERR(FC_ERR_NO_MEMORY, "out of memory");
+    r->s.coll_name = "connectivity check";
+    r->s.algo_name = al->name;
+    fc_result_t rc = al->build(&r->s, &a);
+    if (rc != FC_SUCCESS) {
+        comm_request_free(r);
+        return rc;
     }
+    /* sends that complete once delivered: at destroy, the endpoint closes
+     * right after, and a signal merely buffered locally (an inject) could
+     * be dropped with it and leave a peer waiting; at creation, they take
+     * the provider's first send buffers (ofi_rxm fills a pool of 1024 x
+     * 16 KiB on its first one: 7-15 ms of page faults here, not in the
+     * application's first call past the inject size) */
+    r->delivery = 1;
+    rc = comm_start(r, NULL, NULL, tag_base(c->id, TAG_KIND_CTRL, seq) | (uint64_t)rail,
+                    "connectivity check over the fabric", 0);
+    if (rc == FC_SUCCESS)
+        rc = comm_wait(r);
+    return rc;
+}
+
+/* Verifies the fabric carries messages among all ranks before anyone
+ * relies on it (and, at destroy, that no peer still sends to us), once
+ * over each rail, so every rail's connections are made here and not in
+ * the first large call. */
+fc_result_t comm_fabric_check(struct fc_comm *c, uint64_t seq)
+{
+    const int nrails = c->sh->nrails > 1 ? c->sh->nrails : 1;
+    double saved = c->cfg.timeout;
+    c->cfg.timeout = c->cfg.boot_timeout;
+    fc_result_t rc = FC_SUCCESS;
+    for (int rail = 0; rail < nrails && rc == FC_SUCCESS; rail++)
+        rc = fabric_check_rail(c, seq, rail);
+    c->cfg.timeout = saved;
     return rc;
 }
 

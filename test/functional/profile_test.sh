@@ -56,14 +56,13 @@ done
 rm -f "$tmp"/*
 if FI_PROVIDER=tcp "$fc_run" -q -n 2 -t 120 -x FC_RAILS=2 -x FC_PROFILE_FILE="$tmp/rails.%r.json" \
     "$bindir/barrier" >"$tmp/log" 2>&1 &&
-    python3 - "$tmp"/rails.*.json <<'PY'
+    python3 "$top/contrib/profile/fc_trace_merge.py" -o "$tmp/merged.json" "$tmp"/rails.*.json \
+        >>"$tmp/log" 2>&1 &&
+    python3 - "$tmp/merged.json" >>"$tmp/log" 2>&1 <<'PY'
 import json, sys
-assert len(sys.argv) == 3, sys.argv
-for f in sys.argv[1:]:
-    t = open(f).read().rstrip().rstrip(",")
-    ev = json.loads(t if t.endswith("]") else t + "]")
-    n = sum(1 for e in ev if e.get("cat") == "call" and e["name"] == "connectivity check")
-    assert n == 4, (f, n)
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+checks = [e["pid"] for e in ev if e.get("cat") == "call" and e["name"] == "connectivity check"]
+assert sorted(checks) == [0] * 4 + [1] * 4, checks
 PY
 then
     say "PASS tcp with FC_RAILS=2: the connectivity check ran over each rail at creation and at destroy"
