@@ -194,11 +194,10 @@ static fc_result_t fabric_check_rail(struct fc_comm *c, uint64_t seq, int rail)
  * the first large call. */
 fc_result_t comm_fabric_check(struct fc_comm *c, uint64_t seq)
 {
-    const int nrails = c->sh->nrails > 1 ? c->sh->nrails : 1;
     double saved = c->cfg.timeout;
     c->cfg.timeout = c->cfg.boot_timeout;
     fc_result_t rc = FC_SUCCESS;
-    for (int rail = 0; rail < nrails && rc == FC_SUCCESS; rail++)
+    for (int rail = 0; rail < c->sh->nrails && rc == FC_SUCCESS; rail++)
         rc = fabric_check_rail(c, seq, rail);
     c->cfg.timeout = saved;
     return rc;
