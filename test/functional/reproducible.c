@@ -73,8 +73,12 @@ int main(void)
     if ((on_dev = ft_memory(&t, "FT_REPRO_MEMORY", NULL)) < 0)
         return FT_SKIP;
     if (on_dev) {
-        d_in = gu_alloc(524288 * 4 * (size_t)n + 64);
-        d_out = gu_alloc(524288 * 4 * (size_t)n + 64);
+        /* the most any case below moves: 300007 float64, or n blocks of
+         * 300007 / n + 1 of them for the reduce-scatter (2.4 MB, more than
+         * the 524288 float32 of the largest case) */
+        const size_t dev_bytes = (300007 + (size_t)n) * 8 + 64;
+        d_in = gu_alloc(dev_bytes);
+        d_out = gu_alloc(dev_bytes);
         if (!d_in || !d_out)
             return ft_skip(&t, "cannot allocate device memory");
     }
