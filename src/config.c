@@ -75,7 +75,8 @@ static const struct row rows[] = {
      "the vector out, spins on one SM while the host runs the exchange, reduces), one trip to "
      "the GPU instead of two; off = the staged path's copies and kernels; auto = on, until the "
      "kernel waits for the GPU over 150 us in 4 calls in a row (ranks sharing a GPU without "
-     "MPS, whose time slices make the kernel ~10x slower than staging), then off."},
+     "MPS, whose time slices make the kernel ~10x slower than staging), then off, except where "
+     "device memory goes direct (gdr tier), where it stays on (give off on every rank there)."},
     {"FC_TUNE_MEMORY", T_ENUM, "auto", F(tune_memory), "auto,host,device", S_USER,
      "The memory the tuner prices small allreduces for (n vectors of at most 32 KiB together, "
      "FC_GPU_FUSED's range). device: the gather algorithm, whose GPU part on device buffers is "

@@ -51,6 +51,7 @@
 
 #include "comm_gpu.h"
 #include "gpu.h"
+#include "gpu_tp.h"
 #include "log.h"
 #include "queue.h"
 
@@ -493,11 +494,26 @@ static void fused_end(struct fc_request *r)
         if (!k->queued)
             f->slow = gpu_us > FUSED_SLOW_US ? f->slow + 1 : 0;
         if (f->slow >= FUSED_SLOW_CALLS && c->cfg.gpu_fused == CFG_FUSED_AUTO && f->use) {
-            f->use = 0;
-            FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU %d, %d "
-                    "calls in a row (a GPU shared by processes without MPS?): small device "
-                    "allreduces take the staged path from now on (FC_GPU_FUSED=on keeps the "
-                    "kernel)", gpu_us, f->device, FUSED_SLOW_CALLS);
+            /* Each rank judges its own kernel, so ranks may part here. A
+             * staged peer sends the fused rank host memory, as the fused
+             * form does. A direct one (gdr) sends device memory by the
+             * provider's own CUDA path, and a fused rank receiving that
+             * hung (2 ranks on one GPU, shm with CUDA, 8 KiB vectors: the
+             * fused rank stopped without timing out). So only a family
+             * with no direct path leaves the kernel. */
+            if (!c->sh->gpu || !gpu_tp_any_direct(c->sh->gpu)) {
+                f->use = 0;
+                FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU "
+                        "%d, %d calls in a row (a GPU shared by processes without MPS?): small "
+                        "device allreduces take the staged path from now on (FC_GPU_FUSED=on "
+                        "keeps the kernel)", gpu_us, f->device, FUSED_SLOW_CALLS);
+            } else if (f->slow == FUSED_SLOW_CALLS) {
+                FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU "
+                        "%d, %d calls in a row (a GPU shared by processes without MPS?); it "
+                        "stays, as device memory goes direct (gdr) here and every rank must "
+                        "agree: FC_GPU_FUSED=off on all ranks runs small device allreduces "
+                        "without it", gpu_us, f->device, FUSED_SLOW_CALLS);
+            }
         }
         f->busy = 0;
     }

@@ -626,6 +626,16 @@ int gpu_tp_device(const struct gpu_tp *g)
     return g->device;
 }
 
+int gpu_tp_any_direct(const struct gpu_tp *g)
+{
+    if (!g->paths)
+        return g->hmem && g->direct_min > 0;
+    for (int i = 0; i < g->npaths; i++)
+        if (g->paths[i].hmem && g->paths[i].direct_min > 0)
+            return 1;
+    return 0;
+}
+
 
 void gpu_tp_destroy(struct gpu_tp *g)
 {

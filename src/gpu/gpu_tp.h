@@ -35,6 +35,9 @@ struct transport *gpu_tp_transport(struct gpu_tp *g);
  * legacy default stream (called at the start of each blocking collective). */
 fc_result_t gpu_tp_order_after_default(struct gpu_tp *g);
 int gpu_tp_device(const struct gpu_tp *g);
+/* 1 when some peer's device chunks go direct (gdr tier, or a path of it):
+ * device memory then crosses by the provider's own CUDA copies. */
+int gpu_tp_any_direct(const struct gpu_tp *g);
 /* Lanes: the stream-ordered requests of one caller stream (a CUDA stream)
  * share a transport of their own (gpu_tp_transport) whose GPU work runs
  * inside one kernel per request on that stream; the parent's progress
