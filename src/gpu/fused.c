@@ -498,7 +498,7 @@ static void fused_end(struct fc_request *r)
              * staged peer sends the fused rank host memory, as the fused
              * form does. A direct one (gdr) sends device memory by the
              * provider's own CUDA path, and a fused rank receiving that
-             * hung (2 ranks on one GPU, shm with CUDA, 8 KiB vectors: the
+             * hung (2 ranks on one GPU, shm with CUDA, 4-8 KiB vectors: the
              * fused rank stopped without timing out). So only a family
              * with no direct path leaves the kernel. */
             if (!c->sh->gpu || !gpu_tp_any_direct(c->sh->gpu)) {
