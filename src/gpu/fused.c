@@ -501,19 +501,18 @@ static void fused_end(struct fc_request *r)
              * hung (2 ranks on one GPU, shm with CUDA, 4-8 KiB vectors: the
              * fused rank stopped without timing out). So only a family
              * with no direct path leaves the kernel. */
-            if (!c->sh->gpu || !gpu_tp_any_direct(c->sh->gpu)) {
+            const int leave = !c->sh->gpu || !gpu_tp_any_direct(c->sh->gpu);
+            if (leave)
                 f->use = 0;
+            if (leave || f->slow == FUSED_SLOW_CALLS)
                 FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU "
-                        "%d, %d calls in a row (a GPU shared by processes without MPS?): small "
-                        "device allreduces take the staged path from now on (FC_GPU_FUSED=on "
-                        "keeps the kernel)", gpu_us, f->device, FUSED_SLOW_CALLS);
-            } else if (f->slow == FUSED_SLOW_CALLS) {
-                FC_INFO(LOG_COLL, "the fused small allreduce's kernel waited %.0f us for GPU "
-                        "%d, %d calls in a row (a GPU shared by processes without MPS?); it "
-                        "stays, as device memory goes direct (gdr) here and every rank must "
-                        "agree: FC_GPU_FUSED=off on all ranks runs small device allreduces "
-                        "without it", gpu_us, f->device, FUSED_SLOW_CALLS);
-            }
+                        "%d, %d calls in a row (a GPU shared by processes without MPS?): %s",
+                        gpu_us, f->device, FUSED_SLOW_CALLS,
+                        leave ? "small device allreduces take the staged path from now on "
+                                "(FC_GPU_FUSED=on keeps the kernel)"
+                              : "it stays, as device memory goes direct (gdr) here and every "
+                                "rank must agree: FC_GPU_FUSED=off on all ranks runs small "
+                                "device allreduces without it");
         }
         f->busy = 0;
     }
