@@ -72,18 +72,22 @@ int main(void)
     const int n = t.size, me = t.rank;
     if ((on_dev = ft_memory(&t, "FT_REPRO_MEMORY", NULL)) < 0)
         return FT_SKIP;
+    static const fc_datatype_t dts[] = {FC_FLOAT32, FC_FLOAT64, FC_FLOAT16, FC_BFLOAT16};
+    const size_t counts[] = {1, 1000, 300007, 524288};
     if (on_dev) {
-        /* the most any case below moves: 300007 float64, or n blocks of
-         * 300007 / n + 1 of them for the reduce-scatter (2.4 MB, more than
-         * the 524288 float32 of the largest case) */
-        const size_t dev_bytes = (300007 + (size_t)n) * 8 + 64;
-        d_in = gu_alloc(dev_bytes);
-        d_out = gu_alloc(dev_bytes);
+        /* room for any case below: cnt elements, or n blocks of cnt / n + 1
+         * for the reduce-scatter */
+        size_t dev_bytes = 0;
+        for (int d = 0; d < 4; d++)
+            for (int ci = 0; ci < 4; ci++) {
+                const size_t b = (counts[ci] + (size_t)n) * fc_datatype_size(dts[d]);
+                dev_bytes = b > dev_bytes ? b : dev_bytes;
+            }
+        d_in = gu_alloc(dev_bytes + 64);
+        d_out = gu_alloc(dev_bytes + 64);
         if (!d_in || !d_out)
             return ft_skip(&t, "cannot allocate device memory");
     }
-    static const fc_datatype_t dts[] = {FC_FLOAT32, FC_FLOAT64, FC_FLOAT16, FC_BFLOAT16};
-    const size_t counts[] = {1, 1000, 300007, 524288};
     size_t differ = 0, total = 0;
     for (int d = 0; d < 4; d++)
         for (int ci = 0; ci < 4; ci++)
