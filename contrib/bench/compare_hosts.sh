@@ -20,9 +20,17 @@
 # round, so machine noise hits them alike. Prints busbw per size, the ratios
 # paths/ompi and paths/flat, and writes busbw.png (report.py --hosts).
 #
-# With -s RATE (e.g. -s 1gbit) every host's link is shaped to RATE in both
-# directions (tc tbf; with -d DELAY and where the kernel has sch_netem, netem
-# adds DELAY each way), so the link and not the CPUs bounds large messages.
+# With -s RATE (e.g. -s 1gbit) the switch's port toward each host is shaped
+# to RATE (tc tbf; with -d DELAY and where the kernel has sch_netem, netem
+# adds DELAY), so the link and not the CPUs bounds large messages: what a
+# host receives comes at RATE, and with 2 hosts, what one sends to the
+# other is what that one receives, so each host's link runs at RATE each
+# way. With more hosts, a host that sends to several at once may send
+# above RATE in all. SHAPE_AT=both also shapes each host's own egress (a
+# second tbf in series on every path). On this machine's kernel that adds
+# stalls of 15-45 ms to some calls of 128 KiB-1 MiB: data the sending TCP
+# has already sent reaches the receiving socket tens of milliseconds later,
+# delivered from ksoftirqd (tcp:tcp_probe); one tbf per path has none.
 # Then a last stage runs a few 32 MiB allreduces per configuration and
 # reads host 1's link counters: the bytes one call sends and receives
 # across a host's link, against S (the message size), and the time per
@@ -80,6 +88,11 @@ fi
 for l in "${per_host[@]}"; do
     [[ "$l" =~ ^[1-9][0-9]*$ ]] || { echo "compare_hosts: -L wants a rank count per host, got '$local'" >&2; exit 2; }
 done
+shape_at=${SHAPE_AT:-switch}
+case $shape_at in
+switch | both) ;;
+*) echo "compare_hosts: SHAPE_AT is switch or both, not '$shape_at'" >&2; exit 2 ;;
+esac
 for tool in mpicc mpirun python3 ip tc unshare; do
     command -v $tool >/dev/null || { echo "compare_hosts: $tool is missing (contrib/ci/install-deps.sh --full)" >&2; exit 1; }
 done
@@ -142,8 +155,10 @@ if [ -n "$rate" ]; then
         ip netns exec "$sw" tc qdisc del dev lo root
         netem=1
     fi
-    for k in $(seq 1 "$hosts"); do # host -> switch on veth0, switch -> host on swK
-        for side in "${P}h$k veth0" "$sw sw$k"; do
+    for k in $(seq 1 "$hosts"); do # switch -> host on swK; host -> switch on veth0
+        sides=("$sw sw$k")
+        [ "$shape_at" = both ] && sides+=("${P}h$k veth0")
+        for side in "${sides[@]}"; do
             set -- $side
             if [ $netem = 1 ]; then
                 ip netns exec "$1" tc qdisc add dev "$2" root netem delay "$delay" rate "$rate" limit 10000
@@ -152,7 +167,13 @@ if [ -n "$rate" ]; then
             fi
         done
     done
-    shaped="every host's link at $rate each way"
+    if [ "$shape_at" = both ]; then
+        shaped="every host's link at $rate each way, shaped at the host and at the switch"
+    elif [ "$hosts" = 2 ]; then
+        shaped="every host's link at $rate each way"
+    else
+        shaped="every host's link at $rate into the host"
+    fi
     if [ $netem = 1 ]; then
         shaped="$shaped, $delay delay (netem)"
     elif [ -n "$delay" ]; then
