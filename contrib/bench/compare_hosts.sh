@@ -28,9 +28,10 @@
 # way. With more hosts, a host that sends to several at once may send
 # above RATE in all. SHAPE_AT=both also shapes each host's own egress (a
 # second tbf in series on every path). On this machine's kernel that adds
-# stalls of 15-45 ms to some calls of 128 KiB-1 MiB: data the sending TCP
+# stalls of 10-45 ms to some calls of 256 KiB-2 MiB: data the sending TCP
 # has already sent reaches the receiving socket tens of milliseconds later,
-# delivered from ksoftirqd (tcp:tcp_probe); one tbf per path has none.
+# delivered from ksoftirqd (tcp:tcp_probe); one tbf per path has almost
+# none (0-1 of 107 calls at 512 KiB, against 6-15).
 # Then a last stage runs a few 32 MiB allreduces per configuration and
 # reads host 1's link counters: the bytes one call sends and receives
 # across a host's link, against S (the message size), and the time per
